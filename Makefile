@@ -1,0 +1,53 @@
+# hyperpod-dpd: two commands on a fresh machine.
+#   make synth   set up, then synthesize every environment offline into cdk.out/ (and dist/k8s/)
+#   make test    set up, then run the whole suite
+# Everything installs into the checkout (.venv/, node_modules/); nothing global.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP_PY := $(VENV)/.installed
+STAMP_NODE := node_modules/.installed
+
+export PATH := $(CURDIR)/node_modules/node/bin:$(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
+export JSII_RUNTIME_PACKAGE_CACHE_ROOT := $(CURDIR)/.cache/jsii
+export CDK_DISABLE_CLI_TELEMETRY := true
+export CDK8S_CHECK_UPGRADE := false
+export AWS_EC2_METADATA_DISABLED := true
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: setup synth test lint bench imports offerings clean
+
+setup: $(STAMP_PY) $(STAMP_NODE)
+
+$(STAMP_PY): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements-dev.txt -c constraints.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	@touch $@
+
+$(STAMP_NODE): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+synth: setup
+	rm -rf cdk.out
+	cdk synth --quiet
+	$(PY) -m hpdpd.synth_summary cdk.out
+
+test: setup
+	$(PY) -m pytest
+
+lint: setup
+	$(PY) -m ruff check .
+
+bench: setup
+	bash bench/synth.sh
+
+# Regenerate hpdpd/catalogue/offerings.py from the installed cfn-lint and aws-cdk-lib validators.
+offerings: setup
+	PYTHONPATH=. $(PY) scripts/probe_offerings.py
+
+clean:
+	rm -rf cdk.out dist .cache

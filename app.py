@@ -1,0 +1,8 @@
+#!/usr/bin/env python3
+"""CDK entry point: one stage per environment in config/ (``cdk deploy "dev/*"`` deploys dev)."""
+
+import sys
+
+from stacks.application import main
+
+sys.exit(main())

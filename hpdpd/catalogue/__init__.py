@@ -1,0 +1,37 @@
+"""The single catalogue of versions, limits and hardware figures.
+
+Every figure that the toolkit checks or emits lives here, with its source.
+Nothing else in the project hard-codes a version or an instance figure.
+"""
+
+from hpdpd.catalogue.instances import (
+    DPD_INSTANCE_TYPES,
+    INSTANCE_TYPES,
+    SYSTEM_INSTANCE_TYPES,
+    GpuSpec,
+    InstanceSpec,
+    instance,
+)
+from hpdpd.catalogue.regions import HYPERPOD_REGIONS
+from hpdpd.catalogue.versions import (
+    CORE_ADDONS,
+    EKS_VERSIONS,
+    DEFAULT_EKS_VERSION,
+    AddonVersion,
+    parse_addon_version,
+)
+
+__all__ = [
+    "CORE_ADDONS",
+    "DEFAULT_EKS_VERSION",
+    "DPD_INSTANCE_TYPES",
+    "EKS_VERSIONS",
+    "HYPERPOD_REGIONS",
+    "INSTANCE_TYPES",
+    "SYSTEM_INSTANCE_TYPES",
+    "AddonVersion",
+    "GpuSpec",
+    "InstanceSpec",
+    "instance",
+    "parse_addon_version",
+]

@@ -1,0 +1,96 @@
+"""Pinned versions and minimums: EKS, core add-ons, kubectl layers, HyperPod charts.
+
+EKS add-on versions are pinned per Kubernetes minor; ``hpdpd preflight`` compares them with what
+``DescribeAddonVersions`` offers in the target account, because AWS publishes new builds often.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import total_ordering
+from types import MappingProxyType
+from typing import Mapping
+
+_ADDON_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-eksbuild\.(\d+))?$")
+
+
+@total_ordering
+@dataclass(frozen=True)
+class AddonVersion:
+    """An EKS add-on version such as ``v1.14.1-eksbuild.1``, ordered numerically."""
+
+    major: int
+    minor: int
+    patch: int
+    build: int = 0
+
+    def __str__(self) -> str:
+        return f"v{self.major}.{self.minor}.{self.patch}-eksbuild.{self.build}"
+
+    def _key(self) -> tuple[int, int, int, int]:
+        return (self.major, self.minor, self.patch, self.build)
+
+    def __lt__(self, other: "AddonVersion") -> bool:
+        return self._key() < other._key()
+
+
+def parse_addon_version(text: str) -> AddonVersion:
+    """Parse ``v1.2.3-eksbuild.4`` (or ``1.2.3``); ``ValueError`` names the expected form."""
+    match = _ADDON_VERSION.match(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not an EKS add-on version like 'v1.14.1-eksbuild.1'")
+    major, minor, patch, build = match.groups()
+    return AddonVersion(int(major), int(minor), int(patch), int(build or 0))
+
+
+# HyperPod supports EKS 1.30-1.35 (SageMaker HyperPod EKS prerequisites page, platform.md §10).
+EKS_VERSIONS: tuple[str, ...] = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
+DEFAULT_EKS_VERSION = "1.35"
+
+# One kubectl/helm Lambda layer package per EKS minor (PyPI ``aws-cdk.lambda-layer-kubectl-v3x``).
+KUBECTL_LAYERS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {v: (f"aws_cdk.lambda_layer_kubectl_v{v.split('.')[1]}", f"KubectlV{v.split('.')[1]}Layer") for v in EKS_VERSIONS}
+)
+
+# The Amazon VPC CNI is the only CNI HyperPod supports, from 1.18.3 on (platform.md §10).
+VPC_CNI_MINIMUM = parse_addon_version("v1.18.3-eksbuild.1")
+
+
+@dataclass(frozen=True)
+class CoreAddon:
+    """A core EKS add-on installed on every cluster, with its pinned version per Kubernetes minor."""
+
+    name: str
+    versions: Mapping[str, str]
+    minimum: AddonVersion | None = None
+    before_nodes: bool = False
+
+    def version_for(self, eks_version: str) -> str:
+        return self.versions[eks_version]
+
+
+def _same(version: str) -> Mapping[str, str]:
+    return MappingProxyType({v: version for v in EKS_VERSIONS})
+
+
+CORE_ADDONS: tuple[CoreAddon, ...] = (
+    CoreAddon("vpc-cni", _same("v1.20.4-eksbuild.2"), minimum=VPC_CNI_MINIMUM, before_nodes=True),
+    CoreAddon("kube-proxy", MappingProxyType({
+        "1.30": "v1.30.14-eksbuild.8", "1.31": "v1.31.10-eksbuild.8", "1.32": "v1.32.6-eksbuild.8",
+        "1.33": "v1.33.3-eksbuild.6", "1.34": "v1.34.0-eksbuild.4", "1.35": "v1.35.0-eksbuild.2",
+    }), before_nodes=True),
+    CoreAddon("coredns", MappingProxyType({
+        "1.30": "v1.11.4-eksbuild.22", "1.31": "v1.11.4-eksbuild.22", "1.32": "v1.11.4-eksbuild.22",
+        "1.33": "v1.12.2-eksbuild.4", "1.34": "v1.12.3-eksbuild.1", "1.35": "v1.13.1-eksbuild.1",
+    })),
+    CoreAddon("eks-pod-identity-agent", _same("v1.3.9-eksbuild.3"), before_nodes=True),
+)
+
+# HyperPod dependencies Helm chart (aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart``); it is not
+# published to any Helm repository, so it is pinned to a commit and mirrored by the user (platform.md §13).
+HYPERPOD_CHART_NAME = "hyperpod-helm-chart"
+HYPERPOD_CHART_VERSION = "0.1.0"
+HYPERPOD_CHART_SOURCE_COMMIT = "011ca927123e02b35a399935bbb3ab1905fe33c7"
+HYPERPOD_CHART_RELEASE = "dependencies"
+HYPERPOD_CHART_NAMESPACE = "kube-system"

@@ -1,0 +1,76 @@
+"""EKS section: the cluster that orchestrates HyperPod."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Literal
+
+from pydantic import Field, field_validator
+
+from hpdpd.catalogue.versions import CORE_ADDONS, DEFAULT_EKS_VERSION, EKS_VERSIONS, parse_addon_version
+from hpdpd.config.base import Cidr, IamPrincipalArn, Model, ResourceName, join
+from hpdpd.errors import Issue
+
+LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
+ALL_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+
+
+class SystemNodeGroup(Model):
+    """A small managed node group for cluster services (CoreDNS, operator, router) when HyperPod has no system group."""
+
+    instance_type: str = Field(default="m7i.xlarge", pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+    min_size: int = Field(default=2, ge=0, le=20)
+    desired_size: int = Field(default=2, ge=0, le=20)
+    max_size: int = Field(default=3, ge=1, le=20)
+    disk_size_gb: int = Field(default=50, ge=20, le=1000)
+
+    def issues(self, root: Any, path: str) -> Iterator[Issue]:
+        if not self.min_size <= self.desired_size <= self.max_size:
+            yield Issue(join(path, "desired_size"), self.desired_size,
+                        f"must be between min_size ({self.min_size}) and max_size ({self.max_size})")
+
+
+class EksConfig(Model):
+    cluster_name: ResourceName
+    version: str = DEFAULT_EKS_VERSION
+    endpoint_access: Literal["public_and_private", "private"] = "public_and_private"
+    public_access_cidrs: tuple[Cidr, ...] = ("0.0.0.0/0",)
+    admin_principals: tuple[IamPrincipalArn, ...] = ()
+    logging: tuple[LogType, ...] = ALL_LOG_TYPES
+    system_node_group: SystemNodeGroup | None = None
+    addon_versions: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> Any:
+        if isinstance(value, float):
+            raise ValueError(f"must be a quoted string such as '{DEFAULT_EKS_VERSION}' (YAML reads {value} as a number)")
+        if value not in EKS_VERSIONS:
+            raise ValueError(f"must be one of {', '.join(EKS_VERSIONS)} (the versions HyperPod supports)")
+        return value
+
+    def issues(self, root: Any, path: str) -> Iterator[Issue]:
+        if self.system_node_group:
+            yield from self.system_node_group.issues(root, join(path, "system_node_group"))
+        known = {a.name: a for a in CORE_ADDONS}
+        for name, version in self.addon_versions.items():
+            where = join(join(path, "addon_versions"), name)
+            if name not in known:
+                yield Issue(where, name, f"is not a core add-on; allowed: {', '.join(known)}")
+                continue
+            try:
+                parsed = parse_addon_version(version)
+            except ValueError as exc:
+                yield Issue(where, version, str(exc))
+                continue
+            minimum = known[name].minimum
+            if minimum and parsed < minimum:
+                yield Issue(where, version, f"must be at least {minimum} (HyperPod requirement)")
+        if self.endpoint_access == "private" and self.public_access_cidrs != ("0.0.0.0/0",):
+            yield Issue(join(path, "public_access_cidrs"), list(self.public_access_cidrs),
+                        "applies only to endpoint_access 'public_and_private'")
+
+    def addon_version(self, name: str) -> str:
+        """The pinned (or overridden) version of a core add-on for this cluster's Kubernetes version."""
+        if name in self.addon_versions:
+            return self.addon_versions[name]
+        return next(a for a in CORE_ADDONS if a.name == name).version_for(self.version)

@@ -1,0 +1,71 @@
+"""The root of one environment's configuration (``config/<env>.yaml``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+from pydantic import Field, PrivateAttr
+
+from hpdpd.catalogue.regions import HYPERPOD_REGIONS
+from hpdpd.config.base import AccountId, Model, Region, join
+from hpdpd.config.eks import EksConfig
+from hpdpd.config.hyperpod import HyperPodConfig
+from hpdpd.config.network import NetworkConfig
+from hpdpd.errors import Issue
+
+
+class EnvironmentConfig(Model):
+    """Everything that differs between environments. Constructs receive these values, never the env name."""
+
+    account: AccountId
+    region: Region
+    production: bool = False
+    removal_policy: Literal["retain", "destroy"] = "destroy"
+    termination_protection: bool = False
+    tags: dict[str, str] = Field(default_factory=dict)
+    network: NetworkConfig
+    eks: EksConfig
+    hyperpod: HyperPodConfig
+
+    _name: str = PrivateAttr(default="")
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @property
+    def name(self) -> str:
+        """The environment's name: the stem of its file (``config/dev.yaml`` -> ``dev``)."""
+        return self._name
+
+    def resolve_path(self, relative: str) -> Path:
+        """A path from the config, relative to the project root (the parent of ``config/``)."""
+        path = Path(relative)
+        return path if path.is_absolute() else self._base_dir / path
+
+    def issues(self, root: Any = None, path: str = "") -> Iterator[Issue]:
+        if self.region not in HYPERPOD_REGIONS:
+            yield Issue("region", self.region,
+                        "SageMaker HyperPod (AWS::SageMaker::Cluster) is not available there; allowed: "
+                        + ", ".join(sorted(HYPERPOD_REGIONS)))
+            return  # every other check depends on the Region; report the root cause alone
+        if self.production:
+            if self.removal_policy != "retain":
+                yield Issue("removal_policy", self.removal_policy, "must be 'retain' when production is true")
+            if not self.termination_protection:
+                yield Issue("termination_protection", self.termination_protection, "must be true when production is true")
+            if self.eks.endpoint_access == "public_and_private" and "0.0.0.0/0" in self.eks.public_access_cidrs:
+                yield Issue("eks.public_access_cidrs", list(self.eks.public_access_cidrs),
+                            "a production API endpoint must be private or restricted to known CIDRs (not 0.0.0.0/0)")
+        for key, value in self.tags.items():
+            if len(key) > 128 or len(str(value)) > 256 or key.lower().startswith("aws:"):
+                yield Issue(join("tags", key), value, "tag keys are 1-128 characters and must not start with 'aws:'; values at most 256")
+        yield from self.network.issues(self, "network")
+        yield from self.eks.issues(self, "eks")
+        yield from self.hyperpod.issues(self, "hyperpod")
+
+    @property
+    def partition(self) -> str:
+        if self.region.startswith("cn-"):
+            return "aws-cn"
+        if self.region.startswith("us-gov-"):
+            return "aws-us-gov"
+        return "aws"

@@ -1,0 +1,147 @@
+"""Read ``config/<env>.yaml`` into a validated :class:`EnvironmentConfig`, or fail with one line per problem."""
+
+from __future__ import annotations
+
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from hpdpd.config.environment import EnvironmentConfig
+from hpdpd.errors import ConfigError, Issue
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG_DIR = PROJECT_ROOT / "config"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses duplicate keys instead of silently keeping the last one."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    mapping: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in mapping:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        mapping[key] = loader.construct_object(value_node, deep=deep)
+    return mapping
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _unwrap(annotation: Any) -> list[Any]:
+    """The concrete types inside Optional/Union/Annotated."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [t for arg in typing.get_args(annotation) for t in _unwrap(arg) if t is not type(None)]
+    return [annotation]
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
+    """The field names of the model that sits at ``loc`` (used to say what an unknown key could have been)."""
+    current: list[Any] = [model]
+    for part in loc:
+        following: list[Any] = []
+        for candidate in current:
+            if isinstance(part, int):
+                origin = typing.get_origin(candidate)
+                if origin in (tuple, list):
+                    following.extend(_unwrap(typing.get_args(candidate)[0]))
+            elif isinstance(candidate, type) and issubclass(candidate, BaseModel) and part in candidate.model_fields:
+                following.extend(_unwrap(candidate.model_fields[part].annotation))
+            elif typing.get_origin(candidate) is dict:
+                following.extend(_unwrap(typing.get_args(candidate)[1]))
+        current = following
+    for candidate in current:
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return list(candidate.model_fields)
+    return None
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<root>"
+
+
+def issues_from_validation(error: ValidationError, model: type[BaseModel]) -> list[Issue]:
+    """Turn pydantic's errors into the toolkit's ``path: value: message`` issues."""
+    issues = []
+    for item in error.errors(include_url=False):
+        loc = tuple(item["loc"])
+        kind = item["type"]
+        if kind == "extra_forbidden":
+            allowed = _allowed_keys(model, loc[:-1]) or []
+            issues.append(Issue(_path(loc), loc[-1], f"unknown key; allowed keys here: {', '.join(allowed)}"))
+        elif kind == "missing":
+            issues.append(Issue(_path(loc), None, "is required"))
+        else:
+            message = item["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            issues.append(Issue(_path(loc), item.get("input"), message))
+    return issues
+
+
+def read_yaml(path: Path) -> Any:
+    source = _display(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError.single(source, "<file>", str(path), "no such file") from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"line {mark.line + 1}" if mark else "<file>"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError.single(source, where, None, f"invalid YAML: {problem}") from None
+
+
+def parse_environment(data: Any, *, name: str, source: str, base_dir: Path) -> EnvironmentConfig:
+    """Validate already-parsed data; used by the loader and by tests and tools that build configs in memory."""
+    if not isinstance(data, dict):
+        raise ConfigError.single(source, "<root>", data, "must be a mapping of configuration keys")
+    try:
+        env = EnvironmentConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(source, issues_from_validation(exc, EnvironmentConfig)) from None
+    env._name = name
+    env._base_dir = base_dir
+    problems = list(env.issues())
+    if problems:
+        raise ConfigError(source, problems)
+    return env
+
+
+def list_environments(config_dir: Path = DEFAULT_CONFIG_DIR) -> list[str]:
+    return sorted(p.stem for p in config_dir.glob("*.yaml"))
+
+
+def load_environment(name: str, config_dir: Path = DEFAULT_CONFIG_DIR) -> EnvironmentConfig:
+    """Load ``<config_dir>/<name>.yaml``; every problem is a :class:`ConfigError` naming file, field and value."""
+    path = config_dir / f"{name}.yaml"
+    source = _display(path)
+    if not path.is_file():
+        available = ", ".join(list_environments(config_dir)) or "none"
+        raise ConfigError.single(source, "<file>", name, f"no such environment file; available environments: {available}")
+    return parse_environment(read_yaml(path), name=name, source=source, base_dir=config_dir.parent)
+
+
+def load_all(config_dir: Path = DEFAULT_CONFIG_DIR, names: list[str] | None = None) -> list[EnvironmentConfig]:
+    """Load several environments; all of them are validated before anything is synthesized."""
+    return [load_environment(n, config_dir) for n in (names or list_environments(config_dir))]

@@ -1,0 +1,110 @@
+"""Network section: create an EFA-ready VPC, or adopt an existing one."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any, Iterator
+
+from pydantic import Field, model_validator
+
+from hpdpd.config.base import AvailabilityZone, Cidr, Model, join
+from hpdpd.errors import Issue
+
+
+class CreateVpc(Model):
+    """A new VPC: small public and EKS subnets per AZ, plus one large pod subnet in the GPU AZ.
+
+    Every pod takes a VPC IP (VPC CNI), so the GPU subnet lives in its own secondary CIDR block.
+    """
+
+    cidr: Cidr = "10.192.0.0/16"
+    availability_zones: tuple[AvailabilityZone, ...] = Field(min_length=2, max_length=6)
+    public_subnet_mask: int = Field(default=24, ge=16, le=28)
+    private_subnet_mask: int = Field(default=20, ge=16, le=28)
+    gpu_subnet_cidr: Cidr = "10.1.0.0/16"
+    nat_gateways: int = Field(default=1, ge=1, le=6)
+    flow_logs: bool = True
+
+    def issues(self, root: Any, path: str) -> Iterator[Issue]:
+        vpc = ipaddress.IPv4Network(self.cidr)
+        gpu = ipaddress.IPv4Network(self.gpu_subnet_cidr)
+        if vpc.overlaps(gpu):
+            yield Issue(join(path, "gpu_subnet_cidr"), self.gpu_subnet_cidr,
+                        f"must not overlap the VPC CIDR {self.cidr}; it is added as a secondary CIDR block")
+        if not (16 <= gpu.prefixlen <= 24):
+            yield Issue(join(path, "gpu_subnet_cidr"), self.gpu_subnet_cidr,
+                        "must be between /16 and /24 (secondary VPC CIDR limits)")
+        needed = len(self.availability_zones) * (2 ** (32 - self.public_subnet_mask) + 2 ** (32 - self.private_subnet_mask))
+        if needed > vpc.num_addresses:
+            yield Issue(join(path, "cidr"), self.cidr,
+                        f"too small for {len(self.availability_zones)} AZs of /{self.public_subnet_mask} public and "
+                        f"/{self.private_subnet_mask} private subnets ({needed} addresses needed)")
+        if len(set(self.availability_zones)) != len(self.availability_zones):
+            yield Issue(join(path, "availability_zones"), list(self.availability_zones), "lists an AZ twice")
+        if self.nat_gateways > len(self.availability_zones):
+            yield Issue(join(path, "nat_gateways"), self.nat_gateways,
+                        f"must be at most the number of AZs ({len(self.availability_zones)})")
+        for index, zone in enumerate(self.availability_zones):
+            if not zone.startswith(root.region):
+                yield Issue(join(join(path, "availability_zones"), index), zone, f"must be an AZ of region {root.region}")
+
+
+class ExistingSubnet(Model):
+    subnet_id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$")
+    availability_zone: AvailabilityZone
+    route_table_id: str | None = Field(default=None, pattern=r"^rtb-[0-9a-f]{8,17}$")
+
+
+class ExistingVpc(Model):
+    """An existing VPC adopted without lookups, so synthesis stays offline."""
+
+    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
+    cidr: Cidr
+    private_subnets: tuple[ExistingSubnet, ...] = Field(min_length=2)
+    public_subnets: tuple[ExistingSubnet, ...] = ()
+    gpu_subnet: ExistingSubnet
+    efa_security_group_id: str | None = Field(default=None, pattern=r"^sg-[0-9a-f]{8,17}$")
+
+    def issues(self, root: Any, path: str) -> Iterator[Issue]:
+        zones = {s.availability_zone for s in self.private_subnets}
+        if len(zones) < 2:
+            yield Issue(join(path, "private_subnets"), sorted(zones), "must span at least two AZs (EKS control plane)")
+        for index, subnet in enumerate((*self.private_subnets, *self.public_subnets, self.gpu_subnet)):
+            if not subnet.availability_zone.startswith(root.region):
+                yield Issue(join(path, "subnets") + f"[{index}].availability_zone", subnet.availability_zone,
+                            f"must be an AZ of region {root.region}")
+
+
+class NetworkConfig(Model):
+    gpu_availability_zone: AvailabilityZone
+    create: CreateVpc | None = None
+    existing: ExistingVpc | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "NetworkConfig":
+        if (self.create is None) == (self.existing is None):
+            raise ValueError("set exactly one of 'create' (a new VPC) or 'existing' (adopt a VPC)")
+        return self
+
+    @property
+    def availability_zones(self) -> tuple[str, ...]:
+        if self.create:
+            return self.create.availability_zones
+        assert self.existing
+        return tuple(sorted({s.availability_zone for s in self.existing.private_subnets}))
+
+    def issues(self, root: Any, path: str) -> Iterator[Issue]:
+        if not self.gpu_availability_zone.startswith(root.region):
+            yield Issue(join(path, "gpu_availability_zone"), self.gpu_availability_zone,
+                        f"must be an AZ of region {root.region}")
+        if self.create:
+            yield from self.create.issues(root, join(path, "create"))
+            if self.gpu_availability_zone not in self.create.availability_zones:
+                yield Issue(join(path, "gpu_availability_zone"), self.gpu_availability_zone,
+                            f"must be one of network.create.availability_zones {list(self.create.availability_zones)}")
+        if self.existing:
+            yield from self.existing.issues(root, join(path, "existing"))
+            if self.existing.gpu_subnet.availability_zone != self.gpu_availability_zone:
+                yield Issue(join(path, "existing.gpu_subnet.availability_zone"),
+                            self.existing.gpu_subnet.availability_zone,
+                            f"must equal network.gpu_availability_zone ({self.gpu_availability_zone})")

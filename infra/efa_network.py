@@ -1,0 +1,154 @@
+"""EfaNetwork: a VPC ready for HyperPod GPU pools that exchange KV cache over EFA, or an adopted one."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from hpdpd.config.network import CreateVpc, ExistingVpc
+from hpdpd.errors import ConfigError
+
+# FSx for Lustre client ports (https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html).
+LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
+INTERNAL_ELB_TAG = "kubernetes.io/role/internal-elb"
+ELB_TAG = "kubernetes.io/role/elb"
+
+
+class EfaNetwork(Construct):
+    """VPC, subnets and the EFA security group of one environment.
+
+    Created VPC: a public and an EKS private subnet per AZ, NAT, an S3 gateway endpoint, VPC flow logs, and one
+    large private subnet for the GPU pools in ``gpu_availability_zone``, carved from a secondary CIDR block because
+    every pod takes a VPC IP. The EFA security group admits traffic only from itself (EFA needs self-referencing
+    ingress *and* egress) plus the FSx for Lustre ports, and allows all egress.
+
+    Attributes: ``vpc``, ``eks_subnets`` (control plane and system nodes), ``gpu_subnet``, ``efa_security_group``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        gpu_availability_zone: str,
+        create: CreateVpc | None = None,
+        existing: ExistingVpc | None = None,
+        flow_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
+    ) -> None:
+        super().__init__(scope, id)
+        if (create is None) == (existing is None):
+            raise ConfigError.single(None, "EfaNetwork", None, "pass exactly one of 'create' or 'existing'")
+        self.gpu_availability_zone = gpu_availability_zone
+        if create is not None:
+            if gpu_availability_zone not in create.availability_zones:
+                raise ConfigError.single(None, "EfaNetwork.gpu_availability_zone", gpu_availability_zone,
+                                         f"must be one of {list(create.availability_zones)}")
+            self._create(create, flow_log_retention, removal_policy)
+        else:
+            assert existing is not None
+            self._adopt(existing)
+
+    # -- created VPC ---------------------------------------------------------------------------------------------
+
+    def _create(self, props: CreateVpc, retention: logs.RetentionDays, removal_policy: cdk.RemovalPolicy) -> None:
+        flow_logs: dict[str, ec2.FlowLogOptions] = {}
+        if props.flow_logs:
+            group = logs.LogGroup(self, "FlowLogs", retention=retention, removal_policy=removal_policy)
+            flow_logs["All"] = ec2.FlowLogOptions(
+                destination=ec2.FlowLogDestination.to_cloud_watch_logs(group), traffic_type=ec2.FlowLogTrafficType.ALL)
+        # The GPU AZ goes first so that the first NAT gateway, which the GPU subnet uses, sits in the same AZ.
+        zones = [self.gpu_availability_zone] + [z for z in props.availability_zones if z != self.gpu_availability_zone]
+        vpc = ec2.Vpc(
+            self, "Resource",
+            ip_addresses=ec2.IpAddresses.cidr(props.cidr),
+            availability_zones=zones,
+            nat_gateways=props.nat_gateways,
+            restrict_default_security_group=True,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=props.public_subnet_mask,
+                                        map_public_ip_on_launch=False),
+                ec2.SubnetConfiguration(name="eks", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                                        cidr_mask=props.private_subnet_mask),
+            ],
+            flow_logs=flow_logs,
+        )
+        self.vpc: ec2.IVpc = vpc
+        self.eks_subnets: list[ec2.ISubnet] = list(vpc.private_subnets)
+        self.public_subnets: list[ec2.ISubnet] = list(vpc.public_subnets)
+        for subnet in vpc.public_subnets:
+            cdk.Tags.of(subnet).add(ELB_TAG, "1")
+        for subnet in vpc.private_subnets:
+            cdk.Tags.of(subnet).add(INTERNAL_ELB_TAG, "1")
+
+        cidr = ec2.CfnVPCCidrBlock(self, "GpuCidrBlock", vpc_id=vpc.vpc_id, cidr_block=props.gpu_subnet_cidr)
+        gpu = ec2.PrivateSubnet(self, "GpuSubnet", availability_zone=self.gpu_availability_zone, vpc_id=vpc.vpc_id,
+                                cidr_block=props.gpu_subnet_cidr, map_public_ip_on_launch=False)
+        gpu.node.add_dependency(cidr)
+        cdk.Tags.of(gpu).add("Name", f"{cdk.Names.unique_id(vpc)}/gpu")
+        cdk.Tags.of(gpu).add(INTERNAL_ELB_TAG, "1")
+        gpu.add_default_nat_route(self._nat_gateway_id(vpc))
+        self.gpu_subnet: ec2.ISubnet = gpu
+
+        vpc.add_gateway_endpoint(
+            "S3Endpoint", service=ec2.GatewayVpcEndpointAwsService.S3,
+            subnets=[ec2.SubnetSelection(subnets=[*vpc.private_subnets, gpu])])
+        self.efa_security_group: ec2.ISecurityGroup = self._efa_security_group(vpc)
+
+    def _nat_gateway_id(self, vpc: ec2.Vpc) -> str:
+        """The NAT gateway in the GPU AZ (the first public subnet, see the AZ order above)."""
+        for subnet in vpc.public_subnets:
+            nat = subnet.node.try_find_child("NATGateway")
+            if nat is not None and subnet.availability_zone == self.gpu_availability_zone:
+                return nat.ref  # type: ignore[attr-defined]
+        first = vpc.public_subnets[0].node.find_child("NATGateway")
+        return first.ref  # type: ignore[attr-defined]
+
+    def _efa_security_group(self, vpc: ec2.IVpc) -> ec2.SecurityGroup:
+        group = ec2.SecurityGroup(
+            self, "EfaSecurityGroup", vpc=vpc, allow_all_outbound=True,
+            description="HyperPod EFA: all traffic within the group (EFA, NCCL, NIXL), FSx Lustre, egress to anywhere",
+        )
+        group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA and node traffic from members of this group")
+        for low, high in LUSTRE_PORTS:
+            group.add_ingress_rule(group, ec2.Port.tcp_range(low, high) if low != high else ec2.Port.tcp(low),
+                                   f"FSx for Lustre {low}-{high} from members of this group")
+        # EFA needs an explicit self-referencing egress rule next to egress to anywhere (AWS APIs, ECR, models);
+        # the L2 skips egress rules once all outbound is allowed, so this one is an L1.
+        ec2.CfnSecurityGroupEgress(
+            self, "EfaSelfEgress", group_id=group.security_group_id, ip_protocol="-1",
+            destination_security_group_id=group.security_group_id, description="EFA traffic to members of this group")
+        return group
+
+    # -- adopted VPC ---------------------------------------------------------------------------------------------
+
+    def _adopt(self, props: ExistingVpc) -> None:
+        private = sorted(props.private_subnets, key=lambda s: s.availability_zone)
+        zones = [s.availability_zone for s in private]
+        self.vpc = ec2.Vpc.from_vpc_attributes(
+            self, "Resource", vpc_id=props.vpc_id, vpc_cidr_block=props.cidr, availability_zones=zones,
+            private_subnet_ids=[s.subnet_id for s in private],
+            private_subnet_route_table_ids=_route_tables(private),
+        )
+        self.eks_subnets = list(self.vpc.private_subnets)
+        self.public_subnets = [
+            ec2.Subnet.from_subnet_attributes(self, f"Public{i}", subnet_id=s.subnet_id, availability_zone=s.availability_zone)
+            for i, s in enumerate(props.public_subnets)
+        ]
+        self.gpu_subnet = ec2.Subnet.from_subnet_attributes(
+            self, "GpuSubnet", subnet_id=props.gpu_subnet.subnet_id,
+            availability_zone=props.gpu_subnet.availability_zone, route_table_id=props.gpu_subnet.route_table_id)
+        if props.efa_security_group_id:
+            self.efa_security_group = ec2.SecurityGroup.from_security_group_id(
+                self, "EfaSecurityGroup", props.efa_security_group_id, allow_all_outbound=True, mutable=False)
+        else:
+            self.efa_security_group = self._efa_security_group(self.vpc)
+
+
+def _route_tables(subnets: Sequence[object]) -> list[str] | None:
+    tables = [getattr(s, "route_table_id") for s in subnets]
+    return tables if all(tables) else None  # type: ignore[return-value]

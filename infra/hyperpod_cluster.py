@@ -1,0 +1,185 @@
+"""HyperPodCluster: ``AWS::SageMaker::Cluster`` with the EKS orchestrator and prefill/decode/system groups."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct, IDependable
+
+from hpdpd.catalogue.instances import INSTANCE_TYPES
+from hpdpd.config.hyperpod import InstanceGroup
+from hpdpd.errors import ConfigError
+
+LIFECYCLE_DIR = Path(__file__).parent / "lifecycle"
+LIFECYCLE_PREFIX = "lifecycle"
+ON_CREATE = "on_create.sh"
+INSTANCE_ROLE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
+E3644 = "E3644"
+
+
+class HyperPodCluster(Construct):
+    """A SageMaker HyperPod cluster orchestrated by EKS, sized for disaggregated prefill/decode.
+
+    * One instance group per configured group, all in the GPU AZ's subnet with the EFA security group, EFA
+      interfaces attached by HyperPod, automatic node recovery and deep health checks on GPU groups.
+    * Kubernetes labels ``hyperpod-dpd/role`` and ``hyperpod-dpd/instance-group`` on every node, so endpoints
+      select prefill and decode nodes by role.
+    * A least-privilege execution role and an encrypted, TLS-only ``sagemaker-*`` lifecycle-script bucket.
+
+    Capacity-block types that cfn-lint's pricing-based list omits (rule E3644) are acknowledged on this resource
+    only, with the reason; the config requires a training plan for them.
+
+    The primary child ``Resource`` is the ``CfnCluster``. ``ClusterName``, ``VpcConfig`` and the orchestrator are
+    create-only; counts, labels and groups update in place.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster_name: str,
+        eks_cluster_arn: str,
+        region: str,
+        subnet_ids: Sequence[str],
+        security_group_ids: Sequence[str],
+        instance_groups: Sequence[InstanceGroup],
+        lifecycle_bucket_name: str,
+        node_recovery: str = "Automatic",
+        node_provisioning_mode: str | None = "Continuous",
+        depends_on: Sequence[IDependable] = (),
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        self._validate(cluster_name, instance_groups, subnet_ids, security_group_ids, node_recovery)
+        stack = cdk.Stack.of(self)
+
+        self.lifecycle_bucket = s3.Bucket(
+            self, "LifecycleBucket", bucket_name=lifecycle_bucket_name,
+            encryption=s3.BucketEncryption.S3_MANAGED, enforce_ssl=True, versioned=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL, object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            removal_policy=removal_policy, auto_delete_objects=removal_policy == cdk.RemovalPolicy.DESTROY)
+        self.lifecycle_scripts = s3deploy.BucketDeployment(
+            self, "LifecycleScripts", sources=[s3deploy.Source.asset(str(LIFECYCLE_DIR))],
+            destination_bucket=self.lifecycle_bucket, destination_key_prefix=LIFECYCLE_PREFIX, prune=True)
+
+        self.execution_role = iam.Role(
+            self, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"HyperPod instance role of {cluster_name}: VPC CNI ENIs, image pulls, lifecycle scripts",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(INSTANCE_ROLE_POLICY)])
+        self._grant_node_permissions(stack, eks_cluster_arn)
+        self.lifecycle_bucket.grant_read(self.execution_role)
+
+        source_uri = f"s3://{lifecycle_bucket_name}/{LIFECYCLE_PREFIX}/"
+        self.resource = sagemaker.CfnCluster(
+            self, "Resource",
+            cluster_name=cluster_name,
+            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks_cluster_arn)),
+            vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
+                security_group_ids=list(security_group_ids), subnets=list(subnet_ids)),
+            node_recovery=node_recovery,
+            node_provisioning_mode=node_provisioning_mode,
+            instance_groups=[self._group(g, source_uri) for g in instance_groups],
+            tags=[cdk.CfnTag(key=k, value=v) for k, v in sorted((tags or {}).items())] or None,
+        )
+        self.resource.node.add_dependency(self.lifecycle_scripts, self.execution_role, *depends_on)
+        self._acknowledge_capacity_block_types(region, instance_groups)
+        self.instance_groups = tuple(instance_groups)
+
+    # -- pieces ----------------------------------------------------------------------------------------------------
+
+    def _group(self, group: InstanceGroup, source_uri: str) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
+        checks = list(group.effective_deep_health_checks)
+        taints = [sagemaker.CfnCluster.ClusterKubernetesTaintProperty(key=t.key, value=t.value, effect=t.effect)
+                  for t in group.taints]
+        return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
+            instance_group_name=group.name,
+            instance_type=group.instance_type,
+            instance_count=group.count,
+            min_instance_count=group.min_count,
+            execution_role=self.execution_role.role_arn,
+            life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
+                source_s3_uri=source_uri, on_create=ON_CREATE),
+            instance_storage_configs=[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(volume_size_in_gb=group.ebs_volume_gb))],
+            on_start_deep_health_checks=checks or None,
+            training_plan_arn=group.training_plan_arn,
+            threads_per_core=group.threads_per_core,
+            kubernetes_config=sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
+                labels=dict(sorted(group.node_labels.items())), taints=taints or None),
+        )
+
+    def _grant_node_permissions(self, stack: cdk.Stack, eks_cluster_arn: str) -> None:
+        """What the VPC CNI and kubelet on a HyperPod node need beyond the managed instance policy."""
+        def ec2_arn(resource: str) -> str:
+            return stack.format_arn(service="ec2", resource=resource, resource_name="*")
+
+        policy = iam.Policy(self, "NodePolicy", statements=[
+            iam.PolicyStatement(
+                sid="VpcCniEniManagement",
+                actions=["ec2:AssignPrivateIpAddresses", "ec2:AttachNetworkInterface", "ec2:CreateNetworkInterface",
+                         "ec2:DeleteNetworkInterface", "ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute",
+                         "ec2:UnassignPrivateIpAddresses", "ec2:CreateNetworkInterfacePermission",
+                         "ec2:DeleteNetworkInterfacePermission"],
+                resources=[ec2_arn("network-interface"), ec2_arn("subnet"), ec2_arn("security-group"), ec2_arn("instance")]),
+            iam.PolicyStatement(
+                sid="VpcCniTagEnis", actions=["ec2:CreateTags"], resources=[ec2_arn("network-interface")]),
+            iam.PolicyStatement(
+                sid="DescribeNetworking",  # EC2 Describe* actions support no resource-level permissions
+                actions=["ec2:DescribeInstances", "ec2:DescribeTags", "ec2:DescribeNetworkInterfaces",
+                         "ec2:DescribeInstanceTypes", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
+                         "ec2:DescribeDhcpOptions", "ec2:DescribeSecurityGroups"],
+                resources=["*"]),
+            iam.PolicyStatement(
+                sid="PullImages", actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                resources=[stack.format_arn(service="ecr", region="*", account="*", resource="repository", resource_name="*")]),
+            iam.PolicyStatement(sid="EcrToken", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+            iam.PolicyStatement(
+                sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"], resources=[eks_cluster_arn]),
+        ])
+        policy.attach_to_role(self.execution_role)
+        self.node_policy = policy
+
+    def _acknowledge_capacity_block_types(self, region: str, groups: Sequence[InstanceGroup]) -> None:
+        """Acknowledge rule E3644 on this resource only, for exactly the types and validators that need it."""
+        types = sorted({g.instance_type for g in groups})
+        unpriced = [t for t in types if region not in INSTANCE_TYPES[t].priced_regions]
+        lagging = [t for t in types if region in INSTANCE_TYPES[t].cdk_validator_lags]
+        reasons = []
+        if unpriced:
+            reasons.append(f"{', '.join(unpriced)} in {region} is sold through capacity blocks/training plans, which "
+                           "the pricing-based instance list of E3644 omits; the config requires a training plan for it")
+            self.resource.add_metadata("cfn-lint", {"config": {"ignore_checks": [E3644]}})
+        if lagging:
+            reasons.append(f"{', '.join(lagging)} is offered in {region} (cfn-lint 1.58 pricing data) but the older "
+                           "copy of that list bundled with aws-cdk-lib's validator does not have it yet")
+        if reasons:
+            cdk.Validations.of(self.resource).acknowledge(
+                cdk.Acknowledgment(id=f"CloudFormation-Validate::{E3644}", reason="; ".join(reasons)))
+
+    @staticmethod
+    def _validate(name: str, groups: Sequence[InstanceGroup], subnets: Sequence[str], sgs: Sequence[str],
+                  node_recovery: str) -> None:
+        where = "HyperPodCluster"
+        if not groups:
+            raise ConfigError.single(None, f"{where}.instance_groups", [], "needs at least one instance group")
+        names = [g.name for g in groups]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ConfigError.single(None, f"{where}.instance_groups", duplicates, "instance group names must be unique")
+        if not 1 <= len(subnets) <= 16:
+            raise ConfigError.single(None, f"{where}.subnet_ids", list(subnets), "needs 1-16 private subnets")
+        if not 1 <= len(sgs) <= 5:
+            raise ConfigError.single(None, f"{where}.security_group_ids", list(sgs), "needs 1-5 security groups")
+        if node_recovery not in ("Automatic", "None"):
+            raise ConfigError.single(None, f"{where}.node_recovery", node_recovery, "must be 'Automatic' or 'None'")
+        if not cdk.Token.is_unresolved(name) and not (1 <= len(name) <= 63):
+            raise ConfigError.single(None, f"{where}.cluster_name", name, "must be 1-63 characters")

@@ -1,0 +1,129 @@
+"""HyperPodDependencies: the HyperPod dependencies Helm chart, installed before the HyperPod cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_s3_assets as s3_assets
+from constructs import Construct
+
+from hpdpd.catalogue.instances import INSTANCE_TYPES
+from hpdpd.catalogue.versions import (
+    HYPERPOD_CHART_NAME,
+    HYPERPOD_CHART_NAMESPACE,
+    HYPERPOD_CHART_RELEASE,
+    HYPERPOD_CHART_VERSION,
+)
+from hpdpd.errors import ConfigError
+
+HEALTH_TAINT_TOLERATION = {
+    "key": "sagemaker.amazonaws.com/node-health-status", "operator": "Equal",
+    "value": "Unschedulable", "effect": "NoSchedule",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class DependencyComponents:
+    """Which sub-charts of the dependencies chart to run. Defaults suit an inference-only cluster.
+
+    The health-monitoring agent and deep health checks are needed for automatic node recovery; the NVIDIA and EFA
+    device plugins expose ``nvidia.com/gpu`` and ``vpc.amazonaws.com/efa`` to DPD pods. cert-manager and the
+    inference operator come as EKS add-ons instead, and training components are off.
+    """
+
+    health_monitoring_agent: bool = True
+    deep_health_check: bool = True
+    hyperpod_patching: bool = True
+    job_auto_restart: bool = False
+    training_operators: bool = False
+    mpi_operator: bool = False
+    neuron_device_plugin: bool = False
+
+
+class HyperPodDependencies(Construct):
+    """The HyperPod dependencies chart (``helm_chart/HyperPodHelmChart`` of aws/sagemaker-hyperpod-cli).
+
+    The chart is published to no Helm repository, so it comes either from an OCI registry the user mirrors it to
+    (``repository``; nothing is needed at synth time) or from a local chart directory shipped as an asset
+    (``local_path``). Values are typed: region, and the device-plugin allow-lists generated from the declared
+    GPU instance types (lists in Helm values replace, they do not merge).
+
+    The primary child (``Resource``) is the ``HelmChart``; make the HyperPod cluster depend on this construct.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: eks.ICluster,
+        region: str,
+        gpu_instance_types: Sequence[str],
+        repository: str | None = None,
+        local_path: Path | None = None,
+        version: str = HYPERPOD_CHART_VERSION,
+        components: DependencyComponents = DependencyComponents(),
+        timeout: cdk.Duration = cdk.Duration.minutes(15),
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
+    ) -> None:
+        super().__init__(scope, id)
+        if (repository is None) == (local_path is None):
+            raise ConfigError.single(None, "HyperPodDependencies", None, "pass exactly one of 'repository' or 'local_path'")
+        if repository is not None and not repository.startswith("oci://"):
+            raise ConfigError.single(None, "HyperPodDependencies.repository", repository, "must be an oci:// registry URL")
+        if local_path is not None and not (local_path / "Chart.yaml").is_file():
+            raise ConfigError.single(None, "HyperPodDependencies.local_path", str(local_path),
+                                     "must be a chart directory containing Chart.yaml")
+        unknown = [t for t in gpu_instance_types if t not in INSTANCE_TYPES or not INSTANCE_TYPES[t].is_gpu]
+        if unknown or not gpu_instance_types:
+            raise ConfigError.single(None, "HyperPodDependencies.gpu_instance_types", list(gpu_instance_types),
+                                     "must list at least one GPU instance type from the catalogue")
+        self.gpu_instance_types = tuple(dict.fromkeys(gpu_instance_types))
+        self.values = self.chart_values(region, self.gpu_instance_types, components)
+
+        source: dict[str, Any]
+        if repository is not None:
+            source = {"chart": HYPERPOD_CHART_NAME, "repository": repository, "version": version}
+        else:
+            assert local_path is not None
+            source = {"chart_asset": s3_assets.Asset(self, "ChartAsset", path=str(local_path))}
+        self.chart = eks.HelmChart(
+            self, "Resource", cluster=cluster, release=HYPERPOD_CHART_RELEASE, namespace=HYPERPOD_CHART_NAMESPACE,
+            values=self.values, timeout=timeout, wait=False, atomic=False, removal_policy=removal_policy, **source)
+
+    @staticmethod
+    def chart_values(region: str, gpu_types: Sequence[str], components: DependencyComponents) -> dict[str, Any]:
+        gpu = list(gpu_types)
+        efa = [t for t in gpu if INSTANCE_TYPES[t].efa_interfaces > 0]
+        return {
+            "global": {"region": region},
+            "namespace": {"create": True, "name": "aws-hyperpod"},
+            "health-monitoring-agent": {"enabled": components.health_monitoring_agent, "region": region},
+            "deep-health-check": {"enabled": components.deep_health_check},
+            "hyperpod-patching": {"enabled": components.hyperpod_patching},
+            "job-auto-restart": {"enabled": components.job_auto_restart},
+            "trainingOperators": {"enabled": components.training_operators},
+            "mpi-operator": {"enabled": components.mpi_operator},
+            "neuron-device-plugin": {"devicePlugin": {"enabled": components.neuron_device_plugin}},
+            "cert-manager": {"enabled": False},
+            "inferenceOperators": {"enabled": False},
+            "nvidia-device-plugin": {
+                "devicePlugin": {"enabled": True},
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": gpu}]}
+                ]}}},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                                HEALTH_TAINT_TOLERATION],
+            },
+            "aws-efa-k8s-device-plugin": {
+                "devicePlugin": {"enabled": True},
+                "supportedInstanceLabels": {"values": efa},
+                "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"},
+                                {"key": "aws.amazon.com/efa", "operator": "Exists", "effect": "NoSchedule"},
+                                HEALTH_TAINT_TOLERATION],
+            },
+        }

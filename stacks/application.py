@@ -1,0 +1,69 @@
+"""Build the CDK app: validate every environment first, then create one stage per environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import aws_cdk as cdk
+
+from hpdpd.config import DEFAULT_CONFIG_DIR, EnvironmentConfig, load_all
+from hpdpd.errors import HpdpdError
+from stacks.environment_stage import EnvironmentStage
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+ENVIRONMENTS_CONTEXT_KEY = "hpdpd:environments"
+
+
+def cdk_json_context(root: Path = PROJECT_ROOT) -> dict[str, Any]:
+    """Feature flags from ``cdk.json`` plus the committed ``cdk.context.json``: what ``cdk synth`` would pass.
+
+    Tests build apps in-process with this, so they synthesize exactly what the CLI synthesizes.
+    """
+    context = dict(json.loads((root / "cdk.json").read_text())["context"])
+    lookups = root / "cdk.context.json"
+    if lookups.is_file():
+        context.update(json.loads(lookups.read_text()))
+    return context
+
+
+def build_app(
+    *,
+    config_dir: Path = DEFAULT_CONFIG_DIR,
+    environments: Sequence[str] | None = None,
+    configs: Sequence[EnvironmentConfig] | None = None,
+    outdir: str | None = None,
+    context: dict[str, Any] | None = None,
+) -> tuple[cdk.App, dict[str, EnvironmentStage]]:
+    """All configs are loaded and validated before the first construct exists, so bad input makes nothing."""
+    selected = list(configs) if configs is not None else load_all(config_dir, list(environments) if environments else None)
+    app = cdk.App(outdir=outdir, context=context) if (outdir or context is not None) else cdk.App()
+    stages = {c.name: EnvironmentStage(app, c.name, config=c) for c in selected}
+    return app, stages
+
+
+def _selected_from_context(app_context: str | None) -> list[str] | None:
+    if not app_context:
+        return None
+    return [name.strip() for name in app_context.split(",") if name.strip()]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``app.py``: one line per problem on stderr and exit code 2, never a traceback."""
+    try:
+        names = _selected_from_context(os.environ.get("HPDPD_ENVIRONMENTS"))
+        app, _ = build_app(environments=names)
+        app.synth()
+    except HpdpdError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:  # jsii surfaces CDK validation failures as RuntimeError
+        message = str(exc).strip().splitlines()
+        print("error: synthesis failed: " + (message[0] if message else type(exc).__name__), file=sys.stderr)
+        for line in message[1:40]:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,36 @@
+"""EnvironmentStage: everything of one environment, deployable with ``cdk deploy "<env>/*"``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from hpdpd.config import EnvironmentConfig
+from stacks.naming import environment, stack_name
+from stacks.network_stack import NetworkStack
+from stacks.platform_stack import PlatformStack
+
+
+class EnvironmentStage(cdk.Stage):
+    """One environment. The same class is used by ``cdk deploy`` and by the promotion pipeline."""
+
+    def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, **kwargs: Any) -> None:
+        super().__init__(scope, id, env=environment(config), **kwargs)
+        self.config = config
+        common: dict[str, Any] = {"termination_protection": config.termination_protection}
+        self.network = NetworkStack(self, "Network", config=config, stack_name=stack_name(config, "network"),
+                                    description=f"hyperpod-dpd {config.name}: VPC, subnets, EFA security group",
+                                    **common)
+        self.platform = PlatformStack(self, "Platform", config=config, network=self.network.network,
+                                      stack_name=stack_name(config, "platform"),
+                                      description=f"hyperpod-dpd {config.name}: EKS, HyperPod dependencies, HyperPod cluster",
+                                      **common)
+        self.platform.add_stack_dependency(self.network)
+        for key, value in {"project": "hyperpod-dpd", **config.tags}.items():
+            cdk.Tags.of(self).add(key, value)
+
+    @property
+    def stacks(self) -> list[cdk.Stack]:
+        return [c for c in self.node.children if isinstance(c, cdk.Stack)]

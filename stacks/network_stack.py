@@ -1,0 +1,24 @@
+"""The network stack of an environment: VPC, subnets and the EFA security group (long-lived, rarely changed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from hpdpd.config import EnvironmentConfig
+from infra.efa_network import EfaNetwork
+from stacks.naming import removal_policy
+
+
+class NetworkStack(cdk.Stack):
+    def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, **kwargs: Any) -> None:
+        super().__init__(scope, id, **kwargs)
+        self.network = EfaNetwork(
+            self, "Network",
+            gpu_availability_zone=config.network.gpu_availability_zone,
+            create=config.network.create,
+            existing=config.network.existing,
+            removal_policy=removal_policy(config),
+        )

@@ -1,0 +1,69 @@
+"""The platform stack of an environment: EKS, the HyperPod dependencies chart and the HyperPod cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from hpdpd.config import EnvironmentConfig
+from infra.eks_cluster import HyperPodEksCluster
+from infra.efa_network import EfaNetwork
+from infra.hyperpod_cluster import HyperPodCluster
+from infra.hyperpod_dependencies import HyperPodDependencies
+from stacks.naming import removal_policy
+
+
+class PlatformStack(cdk.Stack):
+    def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, network: EfaNetwork,
+                 **kwargs: Any) -> None:
+        super().__init__(scope, id, **kwargs)
+        policy = removal_policy(config)
+        eks_cfg, hp_cfg = config.eks, config.hyperpod
+
+        self.eks = HyperPodEksCluster(
+            self, "Eks",
+            vpc=network.vpc,
+            subnets=network.eks_subnets,
+            cluster_name=eks_cfg.cluster_name,
+            version=eks_cfg.version,
+            security_group=network.efa_security_group,
+            endpoint_access=eks_cfg.endpoint_access,
+            public_access_cidrs=eks_cfg.public_access_cidrs,
+            admin_principals=eks_cfg.admin_principals,
+            logging=eks_cfg.logging,
+            system_node_group=eks_cfg.system_node_group,
+            addon_versions={a: eks_cfg.addon_version(a) for a in ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")},
+            removal_policy=policy,
+        )
+
+        chart = hp_cfg.dependencies_chart
+        self.hyperpod_dependencies = HyperPodDependencies(
+            self, "HyperPodDependencies",
+            cluster=self.eks.cluster,
+            region=config.region,
+            gpu_instance_types=[g.instance_type for g in hp_cfg.instance_groups if g.is_gpu],
+            repository=chart.repository,
+            local_path=config.resolve_path(chart.local_path) if chart.local_path else None,
+            version=chart.version,
+            timeout=cdk.Duration.minutes(chart.timeout_minutes),
+        )
+
+        self.hyperpod = HyperPodCluster(
+            self, "HyperPod",
+            cluster_name=hp_cfg.cluster_name,
+            eks_cluster_arn=self.eks.cluster_arn,
+            region=config.region,
+            subnet_ids=[network.gpu_subnet.subnet_id],
+            security_group_ids=[network.efa_security_group.security_group_id, self.eks.cluster.cluster_security_group_id],
+            instance_groups=hp_cfg.instance_groups,
+            lifecycle_bucket_name=hp_cfg.lifecycle_bucket(config.account, config.region),
+            node_recovery=hp_cfg.node_recovery,
+            node_provisioning_mode=hp_cfg.node_provisioning_mode,
+            depends_on=[self.hyperpod_dependencies, *self.eks.addons.values()],
+            removal_policy=policy,
+            tags=config.tags,
+        )
+        cdk.CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
+        cdk.CfnOutput(self, "HyperPodClusterArn", value=self.hyperpod.resource.attr_cluster_arn)
