@@ -1,0 +1,1 @@
+"""The ``hpdpd`` command line: operations (preflight, status, wait, smoke) and sizing (plan)."""

@@ -1,0 +1,58 @@
+"""Entry point of the ``hpdpd`` console script.
+
+Each subcommand lives in its own module with ``register(subparsers, common)``; the handler it sets as ``func``
+returns the exit code. Problems the toolkit anticipates end with one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+from hpdpd import __version__
+from hpdpd.cli.output import OUTPUT_FORMATS
+from hpdpd.errors import HpdpdError
+
+Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]
+
+
+def _registrations() -> list[Register]:
+    """The subcommands, in the order ``hpdpd --help`` lists them."""
+    registrations: list[Register] = []
+    return registrations
+
+
+def common_options() -> argparse.ArgumentParser:
+    """Options every subcommand takes (``--output``; AWS ones are added by the commands that call AWS)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--output", choices=OUTPUT_FORMATS, default="table", help="table (default) or json")
+    return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hpdpd", description="Operate and size disaggregated prefill/decode on SageMaker HyperPod.")
+    parser.add_argument("--version", action="version", version=f"hpdpd {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = common_options()
+    for register in _registrations():
+        register(subparsers, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except HpdpdError as exc:
+        print(f"hpdpd: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hpdpd: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
