@@ -12,6 +12,7 @@ from hpdpd.config.base import AccountId, Model, Region, join
 from hpdpd.config.eks import EksConfig
 from hpdpd.config.hyperpod import HyperPodConfig
 from hpdpd.config.network import NetworkConfig
+from hpdpd.config.operator import InferenceOperatorConfig
 from hpdpd.errors import Issue
 
 
@@ -27,6 +28,7 @@ class EnvironmentConfig(Model):
     network: NetworkConfig
     eks: EksConfig
     hyperpod: HyperPodConfig
+    operator: InferenceOperatorConfig = InferenceOperatorConfig()
 
     _name: str = PrivateAttr(default="")
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
@@ -61,6 +63,7 @@ class EnvironmentConfig(Model):
         yield from self.network.issues(self, "network")
         yield from self.eks.issues(self, "eks")
         yield from self.hyperpod.issues(self, "hyperpod")
+        yield from self.operator.issues(self, "operator")
 
     @property
     def partition(self) -> str:

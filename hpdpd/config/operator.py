@@ -1,0 +1,152 @@
+"""Inference operator section: the HyperPod Inference Operator add-on, its prerequisites, roles and buckets."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator
+
+from pydantic import Field, field_validator
+
+from hpdpd.catalogue.operator import (
+    DEFAULT_OPERATOR,
+    DPD_MINIMUM_OPERATOR,
+    EXECUTION_ROLE_PREFIX,
+    OBSERVABILITY_ADDON_VERSION,
+    OPERATOR_RELEASES,
+    PREREQUISITE_ADDONS,
+    TLS_BUCKET_PREFIX,
+    OperatorRelease,
+)
+from hpdpd.catalogue.versions import parse_addon_version
+from hpdpd.config.base import Model, Region, join
+from hpdpd.errors import Issue
+
+_BUCKET = re.compile(r"^(?!xn--)(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a valid general-purpose S3 bucket name, or None."""
+    if not _BUCKET.match(name) or name.endswith("-s3alias") or re.fullmatch(r"\d+\.\d+\.\d+\.\d+", name):
+        return "must be a valid S3 bucket name: 3-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit"
+    return None
+
+
+class ModelBucket(Model):
+    """An S3 bucket holding model weights: created by the toolkit, or an existing one the roles are scoped to."""
+
+    name: str
+    create: bool = False
+    region: Region | None = None  # of an existing bucket; defaults to the environment's Region
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        problem = bucket_name_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
+class Observability(Model):
+    """The HyperPod observability add-on, which carries the DPD metrics (TTFT, TPOT, KV transfer, routing) to dashboards."""
+
+    enabled: bool = False
+    addon_version: str = OBSERVABILITY_ADDON_VERSION
+
+
+class InferenceOperatorConfig(Model):
+    version: str = DEFAULT_OPERATOR
+    addon_version: str | None = None
+    prerequisite_versions: dict[str, str] = Field(default_factory=dict)
+    execution_role_name: str | None = None
+    tls_bucket_name: str | None = None
+    model_buckets: tuple[ModelBucket, ...] = ()
+    gated_model_access: bool = False
+    observability: Observability = Observability()
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> Any:
+        if isinstance(value, float):
+            raise ValueError(f"must be a quoted string such as '{DEFAULT_OPERATOR}' (YAML reads {value} as a number)")
+        if value not in OPERATOR_RELEASES:
+            raise ValueError(f"must be a known operator release: {', '.join(OPERATOR_RELEASES)}")
+        return value
+
+    @property
+    def release(self) -> OperatorRelease:
+        return OPERATOR_RELEASES[self.version]
+
+    @property
+    def effective_addon_version(self) -> str:
+        """The ``amazon-sagemaker-hyperpod-inference`` add-on version to install."""
+        return self.addon_version or self.release.addon_version
+
+    def prerequisite_version(self, name: str) -> str:
+        return self.prerequisite_versions.get(name) or next(p.pinned for p in PREREQUISITE_ADDONS if p.name == name)
+
+    def tls_bucket(self, account: str, region: str) -> str:
+        return self.tls_bucket_name or f"{TLS_BUCKET_PREFIX}{account}-{region}"
+
+    def execution_role(self, hyperpod_cluster_name: str) -> str:
+        return self.execution_role_name or f"{EXECUTION_ROLE_PREFIX}-{hyperpod_cluster_name}"[:64]
+
+    def issues(self, root: Any, path: str) -> Iterator[Issue]:
+        if self.addon_version is not None:
+            where = join(path, "addon_version")
+            try:
+                parsed = parse_addon_version(self.addon_version)
+            except ValueError as exc:
+                yield Issue(where, self.addon_version, str(exc))
+            else:
+                if parsed < self.release.addon:
+                    yield Issue(where, self.addon_version,
+                                f"is older than operator {self.version} ({self.release.addon_version}); "
+                                f"set version to the release that add-on belongs to, or a newer add-on")
+        known = {p.name: p for p in PREREQUISITE_ADDONS}
+        for name, version in self.prerequisite_versions.items():
+            where = join(join(path, "prerequisite_versions"), name)
+            if name not in known:
+                yield Issue(where, name, f"is not a prerequisite add-on; allowed: {', '.join(known)}")
+                continue
+            try:
+                parsed = parse_addon_version(version)
+            except ValueError as exc:
+                yield Issue(where, version, str(exc))
+                continue
+            if parsed < known[name].minimum_version:
+                yield Issue(where, version, f"is below the minimum the inference operator needs ({known[name].minimum}); "
+                                            f"set {known[name].minimum} or newer")
+        role = self.execution_role(root.hyperpod.cluster_name)
+        if not role.startswith(EXECUTION_ROLE_PREFIX) or not re.fullmatch(r"[\w+=,.@-]{1,64}", role):
+            yield Issue(join(path, "execution_role_name"), role,
+                        f"must start with '{EXECUTION_ROLE_PREFIX}' (the add-on and its managed policy accept only such "
+                        "roles) and be a valid IAM role name of at most 64 characters")
+        tls = self.tls_bucket(root.account, root.region)
+        problem = bucket_name_problem(tls)
+        if problem or not tls.startswith(TLS_BUCKET_PREFIX):
+            yield Issue(join(path, "tls_bucket_name"), tls,
+                        problem or f"must start with '{TLS_BUCKET_PREFIX}' (the operator's managed policy writes only to "
+                                   "hyperpod-tls* buckets)")
+        names: set[str] = set()
+        for index, bucket in enumerate(self.model_buckets):
+            where = join(join(path, "model_buckets"), index)
+            if bucket.name in names:
+                yield Issue(join(where, "name"), bucket.name, "is listed twice")
+            names.add(bucket.name)
+            if bucket.create and bucket.region not in (None, root.region):
+                yield Issue(join(where, "region"), bucket.region, f"a created bucket lives in the environment's Region {root.region}")
+            elif (bucket.region or root.region) != root.region:
+                yield Issue(join(where, "region"), bucket.region,
+                            f"must be the cluster's Region {root.region}: model loads from another Region are slow and "
+                            "cost cross-Region transfer")
+
+    @staticmethod
+    def dpd_gate(release: OperatorRelease) -> str | None:
+        """Why an environment with DPD endpoints cannot run on this operator release, or None."""
+        if release.dpd:
+            return None
+        minimum = OPERATOR_RELEASES[DPD_MINIMUM_OPERATOR]
+        return (f"DPD endpoints (pdSpec) need inference operator {DPD_MINIMUM_OPERATOR} or newer; set operator.version "
+                f"to '{DPD_MINIMUM_OPERATOR}' or later (add-on amazon-sagemaker-hyperpod-inference "
+                f"{minimum.addon_version} or newer)")
