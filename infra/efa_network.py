@@ -40,14 +40,14 @@ class EfaNetwork(Construct):
         flow_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
     ) -> None:
-        super().__init__(scope, id)
         if (create is None) == (existing is None):
             raise ConfigError.single(None, "EfaNetwork", None, "pass exactly one of 'create' or 'existing'")
+        if create is not None and gpu_availability_zone not in create.availability_zones:
+            raise ConfigError.single(None, "EfaNetwork.gpu_availability_zone", gpu_availability_zone,
+                                     f"must be one of {list(create.availability_zones)}")
+        super().__init__(scope, id)
         self.gpu_availability_zone = gpu_availability_zone
         if create is not None:
-            if gpu_availability_zone not in create.availability_zones:
-                raise ConfigError.single(None, "EfaNetwork.gpu_availability_zone", gpu_availability_zone,
-                                         f"must be one of {list(create.availability_zones)}")
             self._create(create, flow_log_retention, removal_policy)
         else:
             assert existing is not None

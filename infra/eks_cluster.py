@@ -74,10 +74,10 @@ class HyperPodEksCluster(Construct):
         addon_versions: Mapping[str, str] | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
     ) -> None:
-        super().__init__(scope, id)
         versions = {a.name: a.version_for(version) for a in CORE_ADDONS} if version in EKS_VERSIONS else {}
         versions.update(addon_versions or {})
-        self._validate(version, endpoint_access, logging, versions)
+        self._validate(version, endpoint_access, logging, versions)  # before anything joins the construct tree
+        super().__init__(scope, id)
 
         self.secrets_key = kms.Key(
             self, "SecretsKey", enable_key_rotation=True, removal_policy=removal_policy,
@@ -102,7 +102,7 @@ class HyperPodEksCluster(Construct):
             removal_policy=removal_policy,
             kubectl_provider_options=eks.KubectlProviderOptions(
                 kubectl_layer=kubectl_layer(self, "KubectlLayer", version),
-                private_subnets=list(subnets) if endpoint_access == "private" else None,
+                private_subnets=list(subnets),  # the handler reaches a private endpoint from inside the VPC
             ),
         )
         self.oidc_provider = self.cluster.open_id_connect_provider

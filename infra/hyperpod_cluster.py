@@ -15,6 +15,7 @@ from constructs import Construct, IDependable
 from hpdpd.catalogue.instances import INSTANCE_TYPES
 from hpdpd.config.hyperpod import InstanceGroup
 from hpdpd.errors import ConfigError
+from infra.arns import arn
 
 LIFECYCLE_DIR = Path(__file__).parent / "lifecycle"
 LIFECYCLE_PREFIX = "lifecycle"
@@ -57,10 +58,8 @@ class HyperPodCluster(Construct):
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
         tags: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(scope, id)
         self._validate(cluster_name, instance_groups, subnet_ids, security_group_ids, node_recovery)
-        stack = cdk.Stack.of(self)
-
+        super().__init__(scope, id)
         self.lifecycle_bucket = s3.Bucket(
             self, "LifecycleBucket", bucket_name=lifecycle_bucket_name,
             encryption=s3.BucketEncryption.S3_MANAGED, enforce_ssl=True, versioned=True,
@@ -74,7 +73,7 @@ class HyperPodCluster(Construct):
             self, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description=f"HyperPod instance role of {cluster_name}: VPC CNI ENIs, image pulls, lifecycle scripts",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(INSTANCE_ROLE_POLICY)])
-        self._grant_node_permissions(stack, eks_cluster_arn)
+        self._grant_node_permissions(eks_cluster_arn)
         self.lifecycle_bucket.grant_read(self.execution_role)
 
         source_uri = f"s3://{lifecycle_bucket_name}/{LIFECYCLE_PREFIX}/"
@@ -117,10 +116,10 @@ class HyperPodCluster(Construct):
                 labels=dict(sorted(group.node_labels.items())), taints=taints or None),
         )
 
-    def _grant_node_permissions(self, stack: cdk.Stack, eks_cluster_arn: str) -> None:
+    def _grant_node_permissions(self, eks_cluster_arn: str) -> None:
         """What the VPC CNI and kubelet on a HyperPod node need beyond the managed instance policy."""
         def ec2_arn(resource: str) -> str:
-            return stack.format_arn(service="ec2", resource=resource, resource_name="*")
+            return arn(self, "ec2", f"{resource}/*")
 
         policy = iam.Policy(self, "NodePolicy", statements=[
             iam.PolicyStatement(
@@ -140,7 +139,7 @@ class HyperPodCluster(Construct):
                 resources=["*"]),
             iam.PolicyStatement(
                 sid="PullImages", actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
-                resources=[stack.format_arn(service="ecr", region="*", account="*", resource="repository", resource_name="*")]),
+                resources=[arn(self, "ecr", "repository/*", region="*", account="*")]),
             iam.PolicyStatement(sid="EcrToken", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
             iam.PolicyStatement(
                 sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"], resources=[eks_cluster_arn]),

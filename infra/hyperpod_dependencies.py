@@ -70,7 +70,6 @@ class HyperPodDependencies(Construct):
         timeout: cdk.Duration = cdk.Duration.minutes(15),
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
     ) -> None:
-        super().__init__(scope, id)
         if (repository is None) == (local_path is None):
             raise ConfigError.single(None, "HyperPodDependencies", None, "pass exactly one of 'repository' or 'local_path'")
         if repository is not None and not repository.startswith("oci://"):
@@ -82,6 +81,7 @@ class HyperPodDependencies(Construct):
         if unknown or not gpu_instance_types:
             raise ConfigError.single(None, "HyperPodDependencies.gpu_instance_types", list(gpu_instance_types),
                                      "must list at least one GPU instance type from the catalogue")
+        super().__init__(scope, id)
         self.gpu_instance_types = tuple(dict.fromkeys(gpu_instance_types))
         self.values = self.chart_values(region, self.gpu_instance_types, components)
 

@@ -51,11 +51,16 @@ def _selected_from_context(app_context: str | None) -> list[str] | None:
     return [name.strip() for name in app_context.split(",") if name.strip()]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``app.py``: one line per problem on stderr and exit code 2, never a traceback."""
+def main() -> int:
+    """Entry point of ``app.py``: one line per problem on stderr and exit code 2, never a traceback.
+
+    ``HPDPD_CONFIG_DIR`` points at another config directory; ``HPDPD_ENVIRONMENTS=dev,staging`` limits the
+    environments synthesized (default: every file in it).
+    """
     try:
         names = _selected_from_context(os.environ.get("HPDPD_ENVIRONMENTS"))
-        app, _ = build_app(environments=names)
+        config_dir = Path(os.environ.get("HPDPD_CONFIG_DIR", DEFAULT_CONFIG_DIR))
+        app, _ = build_app(config_dir=config_dir, environments=names)
         app.synth()
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)
