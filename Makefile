@@ -49,5 +49,11 @@ bench: setup
 offerings: setup
 	PYTHONPATH=. $(PY) scripts/probe_offerings.py
 
+# Regenerate the typed cdk8s classes in k8s/imports/ from the vendored operator CRD (offline; the output is committed).
+IEC_CRD := k8s/crds/inference.sagemaker.aws.amazon.com_inferenceendpointconfigs.yaml
+imports: $(STAMP_NODE)
+	rm -rf k8s/imports
+	cdk8s import $(IEC_CRD) --language python --output k8s/imports --no-check-upgrade
+
 clean:
 	rm -rf cdk.out dist .cache
