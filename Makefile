@@ -13,7 +13,6 @@ STAMP_NODE := node_modules/.installed
 export PATH := $(CURDIR)/node_modules/node/bin:$(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 export JSII_RUNTIME_PACKAGE_CACHE_ROOT := $(CURDIR)/.cache/jsii
 export CDK_DISABLE_CLI_TELEMETRY := true
-export CDK8S_CHECK_UPGRADE := false
 export AWS_EC2_METADATA_DISABLED := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
