@@ -10,8 +10,7 @@ import aws_cdk as cdk
 from constructs import IConstruct
 
 
-def arn(scope: IConstruct, service: str, resource: str, *, region: str | None = None, account: str | None = None,
-        separator: str = "/") -> str:
+def arn(scope: IConstruct, service: str, resource: str, *, region: str | None = None, account: str | None = None) -> str:
     """``arn:${Partition}:<service>:<region>:<account>:<resource>``; region/account default to the stack's."""
     stack = cdk.Stack.of(scope)
     region = stack.region if region is None else region
@@ -19,5 +18,6 @@ def arn(scope: IConstruct, service: str, resource: str, *, region: str | None = 
     return f"arn:{cdk.Aws.PARTITION}:{service}:{region}:{account}:{resource}"
 
 
-def iam_role_arn(scope: IConstruct, role_name: str) -> str:
-    return f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Stack.of(scope).account}:role/{role_name}"
+def iam_arn(scope: IConstruct, resource: str) -> str:
+    """``arn:${Partition}:iam::<account>:<resource>`` (IAM is global: no Region)."""
+    return f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Stack.of(scope).account}:{resource}"

@@ -12,6 +12,7 @@ from infra.eks_cluster import HyperPodEksCluster
 from infra.efa_network import EfaNetwork
 from infra.hyperpod_cluster import HyperPodCluster
 from infra.hyperpod_dependencies import HyperPodDependencies
+from infra.inference_operator import InferenceOperator, ObservabilityOptions
 from stacks.naming import removal_policy
 
 
@@ -65,5 +66,24 @@ class PlatformStack(cdk.Stack):
             removal_policy=policy,
             tags=config.tags,
         )
+        operator = config.operator
+        self.inference_operator = InferenceOperator(
+            self, "InferenceOperator",
+            eks_cluster=self.eks,
+            hyperpod_cluster=self.hyperpod,
+            operator_version=operator.version,
+            addon_version=operator.addon_version,
+            prerequisite_versions=operator.prerequisite_versions,
+            execution_role_name=operator.execution_role(hp_cfg.cluster_name),
+            tls_bucket_name=operator.tls_bucket(config.account, config.region),
+            model_buckets=operator.model_buckets,
+            gated_model_access=operator.gated_model_access,
+            observability=ObservabilityOptions(addon_version=operator.observability.addon_version)
+            if operator.observability.enabled else None,
+            require_dpd=bool(config.endpoints),
+            removal_policy=policy,
+        )
         cdk.CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
         cdk.CfnOutput(self, "HyperPodClusterArn", value=self.hyperpod.resource.attr_cluster_arn)
+        cdk.CfnOutput(self, "InferenceExecutionRoleArn", value=self.inference_operator.execution_role.role_arn)
+        cdk.CfnOutput(self, "TlsBucketName", value=self.inference_operator.tls_bucket.bucket_name)

@@ -1,0 +1,307 @@
+"""InferenceOperator: the HyperPod Inference Operator (3.2+, for DPD) as an EKS add-on with everything it needs.
+
+Order on deploy: prerequisite add-ons (S3 CSI, FSx CSI, metrics-server, cert-manager) -> HyperPod cluster ->
+``amazon-sagemaker-hyperpod-inference`` (its init container refuses to start without the CSI drivers and the
+cert-manager CRDs; ``hyperpodClusterArn`` must name a cluster that exists). The IAM roles and the TLS bucket have no
+ordering constraint beyond the add-on referring to them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from hpdpd.catalogue.operator import (
+    DPD_MINIMUM_ADDON,
+    DPD_MINIMUM_OPERATOR,
+    EXECUTION_ROLE_MANAGED_POLICY,
+    EXECUTION_ROLE_PREFIX,
+    GATED_MODEL_MANAGED_POLICY,
+    INFERENCE_ADDON,
+    INFERENCE_NAMESPACE,
+    OBSERVABILITY_ADDON,
+    OBSERVABILITY_NAMESPACE,
+    OBSERVABILITY_SERVICE_ACCOUNT,
+    OPERATOR_RELEASES,
+    PREREQUISITE_ADDONS,
+    TLS_BUCKET_PREFIX,
+    operator_for_addon,
+)
+from hpdpd.catalogue.versions import parse_addon_version
+from hpdpd.config.operator import ModelBucket, bucket_name_problem
+from hpdpd.errors import ConfigError
+from infra import policies
+from infra.arns import arn
+from infra.eks_cluster import HyperPodEksCluster
+from infra.hyperpod_cluster import HyperPodCluster
+
+# IRSA subjects (platform.md §11.4): namespace:service-account of each controller.
+OPERATOR_SERVICE_ACCOUNT = f"system:serviceaccount:{INFERENCE_NAMESPACE}:hyperpod-inference-controller-manager"
+ALB_SERVICE_ACCOUNT = f"system:serviceaccount:{INFERENCE_NAMESPACE}:aws-load-balancer-controller"
+KEDA_SERVICE_ACCOUNT = f"system:serviceaccount:{INFERENCE_NAMESPACE}:keda-operator"
+GATED_MODEL_SERVICE_ACCOUNTS = "system:serviceaccount:*:hyperpod-inference-service-account*"
+CSI_SERVICE_ACCOUNTS = {p.name: f"system:serviceaccount:{p.service_account}" for p in PREREQUISITE_ADDONS if p.service_account}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObservabilityOptions:
+    """The HyperPod observability add-on (AMP/Grafana pipeline for the DPD dashboards), with its Pod Identity role."""
+
+    addon_version: str
+
+
+class InferenceOperator(Construct):
+    """Install the HyperPod Inference Operator on an environment's EKS and HyperPod clusters.
+
+    * ``amazon-sagemaker-hyperpod-inference`` at the catalogue version of ``operator_version`` (or ``addon_version``),
+      configured with the execution role, TLS bucket, HyperPod cluster ARN, load balancer controller and KEDA
+      roles (and the gated-model role when asked for).
+    * The prerequisite add-ons at or above their minimums; both CSI drivers always, because the operator's init
+      container checks for both.
+    * IAM roles with IRSA trust on the cluster's OIDC provider: the execution role (name starts with
+      ``SageMakerHyperPodInference``), ALB controller, KEDA, S3 CSI (read-only on the model buckets), FSx CSI.
+    * The TLS certificate bucket ``hyperpod-tls-...``: encrypted, TLS-only, public access blocked, retained when the
+      removal policy says so; optional model buckets, created or imported.
+
+    ``require_dpd`` (set when the environment declares DPD endpoints) refuses operators older than 3.2.
+    The primary child ``Resource`` is the inference ``CfnAddon``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        eks_cluster: HyperPodEksCluster,
+        hyperpod_cluster: HyperPodCluster,
+        operator_version: str,
+        execution_role_name: str,
+        tls_bucket_name: str,
+        addon_version: str | None = None,
+        prerequisite_versions: Mapping[str, str] | None = None,
+        model_buckets: Sequence[ModelBucket] = (),
+        gated_model_access: bool = False,
+        observability: ObservabilityOptions | None = None,
+        require_dpd: bool = False,
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
+    ) -> None:
+        region = cdk.Stack.of(scope).region
+        versions = self._resolve_versions(operator_version, addon_version, prerequisite_versions or {}, require_dpd)
+        self._validate_names(execution_role_name, tls_bucket_name, model_buckets, region)
+        super().__init__(scope, id)
+        self.addon_version, self.prerequisite_versions = versions
+        self.release = OPERATOR_RELEASES[operator_version]
+        cluster = eks_cluster.cluster
+        self._provider = eks_cluster.oidc_provider
+
+        self.tls_bucket = s3.Bucket(
+            self, "TlsBucket", bucket_name=tls_bucket_name, encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True, versioned=True, block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED, removal_policy=removal_policy,
+            auto_delete_objects=removal_policy == cdk.RemovalPolicy.DESTROY)
+        self.model_buckets = [self._model_bucket(i, b, removal_policy) for i, b in enumerate(model_buckets)]
+
+        self.execution_role = iam.Role(
+            self, "ExecutionRole", role_name=execution_role_name,
+            assumed_by=iam.CompositePrincipal(iam.ServicePrincipal("sagemaker.amazonaws.com"),
+                                              self._irsa("ExecutionRole", OPERATOR_SERVICE_ACCOUNT, like=True)),
+            description="HyperPod Inference Operator execution role (SageMaker models/endpoints, TLS certificates)",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(EXECUTION_ROLE_MANAGED_POLICY)])
+        self._grant_tls_bucket()
+        self.alb_role = self._irsa_role("LoadBalancerControllerRole", ALB_SERVICE_ACCOUNT,
+                                        policies.load_balancer_controller(self), "AWS Load Balancer Controller of the inference add-on")
+        self.keda_role = self._irsa_role("KedaRole", KEDA_SERVICE_ACCOUNT, policies.keda_operator(self),
+                                         "KEDA of the inference add-on: reads autoscaling metrics")
+        self.s3_csi_role = self._irsa_role(
+            "S3CsiRole", CSI_SERVICE_ACCOUNTS["aws-mountpoint-s3-csi-driver"],
+            policies.s3_model_reader([b.bucket_arn for b in self.model_buckets]), "Mountpoint for S3 CSI driver: model buckets, read-only",
+            exact=True)
+        self.fsx_csi_role = self._irsa_role("FsxCsiRole", CSI_SERVICE_ACCOUNTS["aws-fsx-csi-driver"],
+                                            policies.fsx_csi_controller(self), "FSx for Lustre CSI controller", exact=True)
+        self.gated_model_role: iam.Role | None = None
+        if gated_model_access:
+            self.gated_model_role = iam.Role(
+                self, "GatedModelRole",
+                assumed_by=iam.CompositePrincipal(iam.ServicePrincipal("sagemaker.amazonaws.com"),
+                                                  self._irsa("GatedModelRole", GATED_MODEL_SERVICE_ACCOUNTS, like=True)),
+                description="Downloads gated JumpStart models for the inference operator",
+                managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(GATED_MODEL_MANAGED_POLICY)])
+
+        self.prerequisites: dict[str, eks.CfnAddon] = {}
+        roles = {"aws-mountpoint-s3-csi-driver": self.s3_csi_role, "aws-fsx-csi-driver": self.fsx_csi_role}
+        for addon in PREREQUISITE_ADDONS:
+            role = roles.get(addon.name)
+            resource = eks.CfnAddon(
+                self, f"Addon-{addon.name}", cluster_name=cluster.cluster_name, addon_name=addon.name,
+                addon_version=self.prerequisite_versions[addon.name], resolve_conflicts="OVERWRITE",
+                service_account_role_arn=role.role_arn if role else None)
+            for core in eks_cluster.addons.values():
+                resource.add_resource_dependency(core)
+            self.prerequisites[addon.name] = resource
+        # Prerequisites first, so HyperPod nodes come up with the CSI drivers and cert-manager in place.
+        for resource in self.prerequisites.values():
+            hyperpod_cluster.resource.add_resource_dependency(resource)
+
+        self.resource = eks.CfnAddon(
+            self, "Resource", cluster_name=cluster.cluster_name, addon_name=INFERENCE_ADDON,
+            addon_version=self.addon_version, resolve_conflicts="OVERWRITE",
+            configuration_values=cdk.Stack.of(self).to_json_string(self._configuration(hyperpod_cluster)))
+        self.resource.add_resource_dependency(hyperpod_cluster.resource)
+        for resource in self.prerequisites.values():
+            self.resource.add_resource_dependency(resource)
+
+        self.observability_addon: eks.CfnAddon | None = None
+        if observability is not None:
+            self._observability(eks_cluster, hyperpod_cluster, observability)
+
+    # -- validation ------------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _resolve_versions(operator_version: str, addon_version: str | None, prerequisites: Mapping[str, str],
+                          require_dpd: bool) -> tuple[str, dict[str, str]]:
+        where = "InferenceOperator"
+        if operator_version not in OPERATOR_RELEASES:
+            raise ConfigError.single(None, f"{where}.operator_version", operator_version,
+                                     f"must be a known operator release: {', '.join(OPERATOR_RELEASES)}")
+        release = OPERATOR_RELEASES[operator_version]
+        addon = addon_version or release.addon_version
+        try:
+            parsed = parse_addon_version(addon)
+        except ValueError as exc:
+            raise ConfigError.single(None, f"{where}.addon_version", addon, str(exc)) from None
+        if parsed < release.addon:
+            raise ConfigError.single(None, f"{where}.addon_version", addon,
+                                     f"is older than operator {operator_version} ({release.addon_version})")
+        if require_dpd and parsed < DPD_MINIMUM_ADDON:
+            found = operator_for_addon(addon)
+            raise ConfigError.single(
+                None, f"{where}.addon_version", addon,
+                f"DPD endpoints need inference operator {DPD_MINIMUM_OPERATOR} or newer (this is "
+                f"{found.operator if found else 'older than 3.0'}); set the add-on to {DPD_MINIMUM_ADDON} or newer")
+        resolved: dict[str, str] = {}
+        for prerequisite in PREREQUISITE_ADDONS:
+            version = prerequisites.get(prerequisite.name, prerequisite.pinned)
+            try:
+                below = parse_addon_version(version) < prerequisite.minimum_version
+            except ValueError as exc:
+                raise ConfigError.single(None, f"{where}.prerequisite_versions.{prerequisite.name}", version, str(exc)) from None
+            if below:
+                raise ConfigError.single(None, f"{where}.prerequisite_versions.{prerequisite.name}", version,
+                                         f"is below the minimum the inference operator needs ({prerequisite.minimum})")
+            resolved[prerequisite.name] = version
+        unknown = sorted(set(prerequisites) - set(resolved))
+        if unknown:
+            raise ConfigError.single(None, f"{where}.prerequisite_versions", unknown,
+                                     f"allowed: {', '.join(p.name for p in PREREQUISITE_ADDONS)}")
+        return addon, resolved
+
+    @staticmethod
+    def _validate_names(role_name: str, tls_bucket: str, model_buckets: Sequence[ModelBucket], region: str) -> None:
+        where = "InferenceOperator"
+        if not cdk.Token.is_unresolved(role_name) and (not role_name.startswith(EXECUTION_ROLE_PREFIX) or len(role_name) > 64):
+            raise ConfigError.single(None, f"{where}.execution_role_name", role_name,
+                                     f"must start with '{EXECUTION_ROLE_PREFIX}' and have at most 64 characters")
+        if not cdk.Token.is_unresolved(tls_bucket):
+            problem = bucket_name_problem(tls_bucket)
+            if problem or not tls_bucket.startswith(TLS_BUCKET_PREFIX):
+                raise ConfigError.single(None, f"{where}.tls_bucket_name", tls_bucket,
+                                         problem or f"must start with '{TLS_BUCKET_PREFIX}'")
+        for index, bucket in enumerate(model_buckets):
+            bucket_region = bucket.region or region
+            if not cdk.Token.is_unresolved(region) and bucket_region != region:
+                raise ConfigError.single(None, f"{where}.model_buckets[{index}].region", bucket.region,
+                                         f"must be the cluster's Region {region}")
+
+    # -- pieces ----------------------------------------------------------------------------------------------------
+
+    def _irsa(self, id: str, subject: str, *, like: bool) -> iam.IPrincipal:
+        """Web-identity trust on the cluster's OIDC provider for one service account (``like`` allows wildcards).
+
+        The issuer is a token, so the condition keys go through ``CfnJson`` (keys cannot be tokens).
+        """
+        issuer = self._provider.open_id_connect_provider_issuer
+        audience = {f"{issuer}:aud": "sts.amazonaws.com"}
+        subject_key = {f"{issuer}:sub": subject}
+        if like:
+            conditions = {"StringEquals": cdk.CfnJson(self, f"{id}Audience", value=audience),
+                          "StringLike": cdk.CfnJson(self, f"{id}Subject", value=subject_key)}
+        else:
+            conditions = {"StringEquals": cdk.CfnJson(self, f"{id}Trust", value={**audience, **subject_key})}
+        return iam.OpenIdConnectPrincipal(self._provider, conditions)
+
+    def _irsa_role(self, id: str, subject: str, statements: list[iam.PolicyStatement], description: str,
+                   *, exact: bool = False) -> iam.Role:
+        role = iam.Role(self, id, assumed_by=self._irsa(id, subject, like=not exact), description=description)
+        if statements:
+            iam.Policy(self, f"{id}Policy", statements=statements).attach_to_role(role)
+        return role
+
+    def _grant_tls_bucket(self) -> None:
+        """The managed policy covers ``hyperpod-tls*`` buckets; the inline grant keeps the role working if the
+        managed policy changes, and limits object access to the caller's own account."""
+        same_account = {"StringEquals": {"aws:ResourceAccount": cdk.Aws.ACCOUNT_ID}}
+        iam.Policy(self, "ExecutionRoleTlsPolicy", statements=[
+            iam.PolicyStatement(sid="ListTlsBucket", actions=["s3:ListBucket"], resources=[self.tls_bucket.bucket_arn]),
+            iam.PolicyStatement(sid="ReadWriteTlsCertificates",
+                                actions=["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
+                                resources=[self.tls_bucket.arn_for_objects("*")], conditions=same_account),
+            iam.PolicyStatement(sid="ReadCustomCertificates", actions=["acm:DescribeCertificate", "acm:GetCertificate"],
+                                resources=[arn(self, "acm", "certificate/*")]),
+        ]).attach_to_role(self.execution_role)
+
+    def _model_bucket(self, index: int, bucket: ModelBucket, removal_policy: cdk.RemovalPolicy) -> s3.IBucket:
+        if not bucket.create:
+            return s3.Bucket.from_bucket_name(self, f"ModelBucket{index}", bucket.name)
+        return s3.Bucket(
+            self, f"ModelBucket{index}", bucket_name=bucket.name, encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True, versioned=True, block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED, removal_policy=removal_policy,
+            auto_delete_objects=removal_policy == cdk.RemovalPolicy.DESTROY)
+
+    def _configuration(self, hyperpod_cluster: HyperPodCluster) -> dict[str, Any]:
+        """The add-on's configuration values (keys as in the add-on schema, not the Helm chart's)."""
+        values: dict[str, Any] = {
+            "executionRoleArn": self.execution_role.role_arn,
+            "tlsCertificateS3Bucket": self.tls_bucket.bucket_name,
+            "hyperpodClusterArn": hyperpod_cluster.resource.attr_cluster_arn,
+            "alb": {"enabled": True, "serviceAccount": {"create": True, "roleArn": self.alb_role.role_arn}},
+            "keda": {"enabled": True, "auth": {"aws": {"irsa": {"enabled": True, "roleArn": self.keda_role.role_arn}}}},
+        }
+        if self.gated_model_role is not None:
+            values["jumpstartGatedModelDownloadRoleArn"] = self.gated_model_role.role_arn
+        return values
+
+    def _observability(self, eks_cluster: HyperPodEksCluster, hyperpod_cluster: HyperPodCluster,
+                       options: ObservabilityOptions) -> None:
+        """Pod Identity (not IRSA) for the collector, through a standalone association as AWS recommends."""
+        cluster = eks_cluster.cluster
+        stack = cdk.Stack.of(self)
+        role = iam.Role(
+            self, "ObservabilityRole",
+            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com", conditions={
+                "StringEquals": {"aws:SourceAccount": stack.account},
+                "ArnEquals": {"aws:SourceArn": cluster.cluster_arn}}).with_session_tags(),
+            description="HyperPod observability collector: remote-writes DPD metrics to Amazon Managed Prometheus")
+        iam.Policy(self, "ObservabilityPolicy", statements=[
+            iam.PolicyStatement(sid="RemoteWriteMetrics", actions=["aps:RemoteWrite"], resources=[arn(self, "aps", "workspace/*")]),
+            iam.PolicyStatement(sid="WriteClusterLogs", actions=[
+                "logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[arn(self, "logs", "log-group:/aws/sagemaker/Clusters/*"),
+                           arn(self, "logs", "log-group:/aws/sagemaker/Clusters/*:log-stream:*")]),
+        ]).attach_to_role(role)
+        self.observability_role = role
+        self.observability_addon = eks.CfnAddon(
+            self, "ObservabilityAddon", cluster_name=cluster.cluster_name, addon_name=OBSERVABILITY_ADDON,
+            addon_version=options.addon_version, resolve_conflicts="OVERWRITE")
+        self.observability_addon.add_resource_dependency(hyperpod_cluster.resource)
+        self.observability_addon.add_resource_dependency(eks_cluster.addons["eks-pod-identity-agent"])
+        association = eks.CfnPodIdentityAssociation(
+            self, "ObservabilityPodIdentity", cluster_name=cluster.cluster_name, namespace=OBSERVABILITY_NAMESPACE,
+            service_account=OBSERVABILITY_SERVICE_ACCOUNT, role_arn=role.role_arn)
+        association.add_resource_dependency(eks_cluster.addons["eks-pod-identity-agent"])
