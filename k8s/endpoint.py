@@ -1,0 +1,252 @@
+"""DisaggregatedEndpoint: an ``InferenceEndpointConfig`` in DPD mode, built from a typed ``EndpointConfig``."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any, Literal
+
+import cdk8s
+from constructs import Construct
+
+from hpdpd.config.endpoints import DpdRole, EndpointConfig, managed_flag_issues
+from hpdpd.errors import ConfigError, ConfigWarning
+from k8s import defaults
+from k8s.imports.com.amazon.aws.sagemaker import inference as iec
+
+ArgsTarget = Literal["worker", "prefill", "decode"]
+
+
+class _InferenceEndpointConfig(iec.InferenceEndpointConfig):
+    """The generated L1 whose spec is rendered at synthesis time.
+
+    cdk8s-plus passes ``spec=Lazy.any(...)`` to its L1; from Python both the generated constructor and the jsii kernel
+    check the spec's type eagerly and reject a ``Lazy``, so the spec is produced by overriding ``to_json`` instead.
+    JSON patches on this object therefore reach ``apiVersion``, ``kind`` and ``metadata`` only.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, metadata: cdk8s.ApiObjectMetadata,
+                 render: Callable[[], iec.InferenceEndpointConfigSpec]) -> None:
+        super().__init__(scope, id, metadata=metadata)
+        self._render = render
+
+    def to_json(self) -> Any:
+        manifest = super().to_json()
+        manifest["spec"] = iec.InferenceEndpointConfig.manifest(spec=self._render())["spec"]
+        return manifest
+
+
+class DisaggregatedEndpoint(Construct):
+    """One DPD endpoint: an ``InferenceEndpointConfig`` with ``pdSpec``, which the operator turns into prefill and
+    decode Deployments, a router and its Service (platform.md §1.1).
+
+    What it adds over the raw CRD:
+
+    * checks the CRD cannot express (DPD instance types, one decoder, tensor-parallel size, kvaware path, name
+      lengths, one image, ``PYTHONHASHSEED``), raised as :class:`ConfigError` before anything joins the tree, and
+      :class:`ConfigWarning` where the docs say DPD will not pay off;
+    * the three DPD environment variables, GPU (and CPU/memory) requests per role, per-role node selectors onto the
+      HyperPod prefill and decode groups, same-AZ topology, ``/health`` load-balancer checks and the worker block;
+    * the IEC name ``<name>-<generation>``: the generation hashes the fields the operator cannot change in place, so
+      changing one renders a new IEC (see ``docs/endpoints.md``).
+
+    The primary child ``Resource`` is the generated L1; its spec is produced at synthesis, so ``add_args`` after
+    construction still lands in the manifest.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, endpoint: EndpointConfig) -> None:
+        problems = list(endpoint.issues(None, ""))
+        if problems:
+            raise ConfigError(f"endpoint {endpoint.name}", problems)
+        super().__init__(scope, id)
+        for warning in endpoint.warnings():
+            warnings.warn(warning.render(f"endpoint {endpoint.name}"), ConfigWarning, stacklevel=2)
+        self.endpoint = endpoint
+        self.name = endpoint.resource_name
+        self.namespace = endpoint.namespace
+        self._extra_args: dict[ArgsTarget, list[str]] = {"worker": [], "prefill": [], "decode": []}
+        self.resource = _InferenceEndpointConfig(
+            self, "Resource",
+            metadata=cdk8s.ApiObjectMetadata(
+                name=self.name, namespace=self.namespace,
+                labels={defaults.ENDPOINT_LABEL: endpoint.name, defaults.GENERATION_LABEL: endpoint.generation}),
+            render=self._to_spec)
+        self.node.default_child = self.resource
+
+    def add_args(self, target: ArgsTarget, *args: str) -> None:
+        """Append vLLM args to both roles (``worker``) or to one role; a per-role flag overrides the shared one."""
+        problems = list(managed_flag_issues(f"{target}.args", list(args)))
+        if problems:
+            raise ConfigError(f"endpoint {self.endpoint.name}", problems)
+        self._extra_args[target].extend(args)
+
+    # -- rendering ---------------------------------------------------------------------------------------------------
+
+    def _to_spec(self) -> iec.InferenceEndpointConfigSpec:
+        e = self.endpoint
+        return iec.InferenceEndpointConfigSpec(
+            model_name=e.model.name,
+            model_version=e.model.version,
+            instance_type=e.instance_type,
+            invocation_endpoint=e.invocation_path,
+            endpoint_name=e.sagemaker_endpoint_name,
+            model_source_config=self._model_source(),
+            worker=self._worker(),
+            pd_spec=iec.InferenceEndpointConfigSpecPdSpec(
+                prefill_spec=iec.InferenceEndpointConfigSpecPdSpecPrefillSpec(
+                    replicas=e.prefill.replicas,
+                    args=[*e.prefill.args, *self._extra_args["prefill"]] or None,
+                    node_selector=e.node_selector("prefill"),
+                    resources=iec.InferenceEndpointConfigSpecPdSpecPrefillSpecResources(
+                        requests=self._quantities(iec.InferenceEndpointConfigSpecPdSpecPrefillSpecResourcesRequests),
+                        limits=self._quantities(iec.InferenceEndpointConfigSpecPdSpecPrefillSpecResourcesLimits))),
+                decoding_spec=iec.InferenceEndpointConfigSpecPdSpecDecodingSpec(
+                    replicas=e.decode.replicas,
+                    args=[*e.decode.args, *self._extra_args["decode"]] or None,
+                    node_selector=e.node_selector("decode"),
+                    resources=iec.InferenceEndpointConfigSpecPdSpecDecodingSpecResources(
+                        requests=self._quantities(iec.InferenceEndpointConfigSpecPdSpecDecodingSpecResourcesRequests),
+                        limits=self._quantities(iec.InferenceEndpointConfigSpecPdSpecDecodingSpecResourcesLimits))),
+                routing_threshold=e.routing.threshold,
+                topology_spec=iec.InferenceEndpointConfigSpecPdSpecTopologySpec(
+                    same_az=True,
+                    availability_zone=e.topology.availability_zone,
+                    placement_group=e.topology.placement_group),
+                auto_scaling_spec=self._autoscaling()),
+            intelligent_routing_spec=iec.InferenceEndpointConfigSpecIntelligentRoutingSpec(
+                enabled=True,
+                routing_strategy=iec.InferenceEndpointConfigSpecIntelligentRoutingSpecRoutingStrategy[
+                    e.routing.strategy.upper()]),
+            kv_cache_spec=iec.InferenceEndpointConfigSpecKvCacheSpec(enable_l1_cache=e.l1_cache),
+            load_balancer=iec.InferenceEndpointConfigSpecLoadBalancer(health_check_path=e.health_check_path),
+            metrics=self._metrics(),
+            tls_config=self._tls(),
+            dns_config=iec.InferenceEndpointConfigSpecDnsConfig(hosted_zone_id=e.tls.hosted_zone_id)
+            if e.tls and e.tls.hosted_zone_id else None,
+        )
+
+    def _model_source(self) -> iec.InferenceEndpointConfigSpecModelSourceConfig:
+        model = self.endpoint.model
+        source_type = iec.InferenceEndpointConfigSpecModelSourceConfigModelSourceType[model.source_type.upper()]
+        prefetch = True if model.prefetch else None
+        if model.s3:
+            return iec.InferenceEndpointConfigSpecModelSourceConfig(
+                model_source_type=source_type, model_location=model.s3.prefix or None, prefetch_enabled=prefetch,
+                s3_storage=iec.InferenceEndpointConfigSpecModelSourceConfigS3Storage(
+                    bucket_name=model.s3.bucket, region=model.s3.region))
+        if model.fsx:
+            return iec.InferenceEndpointConfigSpecModelSourceConfig(
+                model_source_type=source_type, model_location=model.fsx.path or None, prefetch_enabled=prefetch,
+                fsx_storage=iec.InferenceEndpointConfigSpecModelSourceConfigFsxStorage(
+                    file_system_id=model.fsx.file_system_id, dns_name=model.fsx.dns_name,
+                    mount_name=model.fsx.mount_name))
+        hf = model.huggingface
+        assert hf is not None  # noqa: S101 - ModelConfig guarantees exactly one source
+        token = hf.token_secret
+        return iec.InferenceEndpointConfigSpecModelSourceConfig(
+            model_source_type=source_type, prefetch_enabled=prefetch,
+            hugging_face_model=iec.InferenceEndpointConfigSpecModelSourceConfigHuggingFaceModel(
+                model_id=hf.model_id, commit_sha=hf.revision,
+                token_secret_ref=iec.InferenceEndpointConfigSpecModelSourceConfigHuggingFaceModelTokenSecretRef(
+                    name=token.name, key=token.key) if token else None))
+
+    def _worker_args(self) -> list[str]:
+        e = self.endpoint
+        args = ["--model", defaults.MODEL_MOUNT_PATH, "--host", defaults.LISTEN_ALL, "--port", str(defaults.MODEL_PORT),
+                "--tensor-parallel-size", str(e.gpus_per_pod)]
+        if e.max_model_len is not None:
+            args += ["--max-model-len", str(e.max_model_len)]
+        args += ["--gpu-memory-utilization", f"{e.gpu_memory_utilization:g}"]
+        return [*args, *e.args, *self._extra_args["worker"]]
+
+    def _worker(self) -> iec.InferenceEndpointConfigSpecWorker:
+        e = self.endpoint
+        return iec.InferenceEndpointConfigSpecWorker(
+            image=e.worker_image,
+            args=self._worker_args(),
+            model_invocation_port=iec.InferenceEndpointConfigSpecWorkerModelInvocationPort(
+                name=defaults.MODEL_PORT_NAME, container_port=defaults.MODEL_PORT),
+            model_volume_mount=iec.InferenceEndpointConfigSpecWorkerModelVolumeMount(
+                name=defaults.MODEL_VOLUME_NAME, mount_path=defaults.MODEL_MOUNT_PATH),
+            # Required by the schema and documented as ignored for DPD pods; the per-role blocks repeat it (§20.2).
+            resources=iec.InferenceEndpointConfigSpecWorkerResources(
+                requests=self._quantities(iec.InferenceEndpointConfigSpecWorkerResourcesRequests),
+                limits=self._quantities(iec.InferenceEndpointConfigSpecWorkerResourcesLimits)),
+            environment_variables=[iec.InferenceEndpointConfigSpecWorkerEnvironmentVariables(name=k, value=v)
+                                   for k, v in e.worker_environment.items()],
+            request_limits=iec.InferenceEndpointConfigSpecWorkerRequestLimits(
+                max_concurrent_requests=e.request_limits.max_concurrent_requests,
+                max_queue_size=e.request_limits.max_queue_size,
+                overflow_status_code=e.request_limits.overflow_status_code) if e.request_limits else None,
+        )
+
+    def pod_resources(self) -> dict[str, str]:
+        """Requests (= limits) of one prefill or decode pod: its GPUs and the same share of the host's CPU and memory."""
+        e = self.endpoint
+        share = defaults.HOST_SHARE * e.gpus_per_pod / e.instance.gpu_count
+        return {"cpu": str(int(e.instance.vcpus * share)), "memory": f"{int(e.instance.memory_gib * share)}Gi",
+                defaults.GPU_RESOURCE: str(e.gpus_per_pod)}
+
+    def _quantities(self, kind: Any) -> dict[str, Any]:
+        return {name: kind.from_string(value) for name, value in self.pod_resources().items()}
+
+    def _autoscaling(self) -> iec.InferenceEndpointConfigSpecPdSpecAutoScalingSpec | None:
+        e = self.endpoint
+        if not (e.prefill.autoscaling or e.decode.autoscaling):
+            return None
+        return iec.InferenceEndpointConfigSpecPdSpecAutoScalingSpec(
+            prefill_auto_scaling=self._role_autoscaling("prefill"),
+            decoding_auto_scaling=self._role_autoscaling("decode"))
+
+    def _role_autoscaling(self, role: DpdRole) -> dict[str, Any] | None:
+        """One role's KEDA settings as a struct dict (the generated prefill and decode classes differ only by name)."""
+        scaling = self.endpoint.role(role).autoscaling
+        if scaling is None:
+            return None
+        trigger_name = f"{self.name}-{role}"
+        out: dict[str, Any] = {"min_replica_count": scaling.min_replicas, "max_replica_count": scaling.max_replicas}
+        for key, value in (("polling_interval", scaling.polling_interval_seconds),
+                           ("cooldown_period", scaling.cooldown_seconds),
+                           ("scale_down_stabilization_time", scaling.scale_down_stabilization_seconds)):
+            if value is not None:
+                out[key] = value
+        prefix = "PrefillAutoScaling" if role == "prefill" else "DecodingAutoScaling"
+        cls = f"InferenceEndpointConfigSpecPdSpecAutoScalingSpec{prefix}"
+        if scaling.cloudwatch:
+            cw = scaling.cloudwatch
+            out["cloud_watch_trigger"] = _drop_none({
+                "name": trigger_name, "namespace": cw.namespace, "metric_name": cw.metric_name,
+                "metric_stat": cw.statistic, "target_value": cw.target_value,
+                "metric_type": getattr(iec, f"{cls}CloudWatchTriggerMetricType")[cw.metric_type.upper()],
+                "metric_collection_period": cw.period_seconds, "activation_target_value": cw.activation_target_value,
+                "dimensions": [{"name": k, "value": v} for k, v in sorted(cw.dimensions.items())] or None})
+        if scaling.prometheus:
+            prom = scaling.prometheus
+            out["prometheus_trigger"] = _drop_none({
+                "name": trigger_name, "query": prom.query, "target_value": prom.target_value,
+                "server_address": prom.server_address or None,
+                "metric_type": getattr(iec, f"{cls}PrometheusTriggerMetricType")[prom.metric_type.upper()],
+                "activation_target_value": prom.activation_target_value})
+        return out
+
+    def _metrics(self) -> iec.InferenceEndpointConfigSpecMetrics:
+        metrics = self.endpoint.metrics
+        if not metrics.enabled:
+            return iec.InferenceEndpointConfigSpecMetrics(enabled=False)
+        # Router and cache metrics need the model-metrics port to be the invocation port (caching/routing page).
+        return iec.InferenceEndpointConfigSpecMetrics(
+            enabled=True, metrics_scrape_interval_seconds=metrics.scrape_interval_seconds,
+            model_metrics=iec.InferenceEndpointConfigSpecMetricsModelMetrics(port=defaults.MODEL_PORT))
+
+    def _tls(self) -> iec.InferenceEndpointConfigSpecTlsConfig | None:
+        tls = self.endpoint.tls
+        if tls is None:
+            return None
+        custom = iec.InferenceEndpointConfigSpecTlsConfigCustomCertificateConfig(
+            acm_arn=tls.acm_certificate_arn, domain_name=tls.domain_name) if tls.acm_certificate_arn else None
+        return iec.InferenceEndpointConfigSpecTlsConfig(
+            tls_certificate_output_s3_uri=tls.certificate_output_s3_uri, custom_certificate_config=custom)
+
+
+def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
