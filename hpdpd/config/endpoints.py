@@ -535,6 +535,28 @@ class EndpointConfig(Model):
                             "decoder must agree or KV cache lookups miss)")
 
     def _environment_issues(self, root: Any, path: str) -> Iterator[Issue]:
+        yield from self._group_issues(root, path)
+        zone = self.topology.availability_zone
+        if zone is not None and zone != root.network.gpu_availability_zone:
+            yield Issue(join(path, "topology.availability_zone"), zone,
+                        f"must be network.gpu_availability_zone ({root.network.gpu_availability_zone}), the AZ of "
+                        "the prefill and decode groups")
+        endpoints = list(root.endpoints)
+        index = next((i for i, e in enumerate(endpoints) if e is self), len(endpoints))
+        for earlier, other in enumerate(endpoints[:index]):
+            if other.name == self.name:
+                yield Issue(join(path, "name"), self.name,
+                            f"duplicate endpoint name (also endpoints[{earlier}]); names must be unique")
+            elif other.namespace == self.namespace:
+                yield Issue(join(path, "namespace"), self.namespace,
+                            f"already holds endpoints[{earlier}] ({other.name}); one DPD endpoint per namespace, "
+                            "because the operator labels pods only by DPD role, so the router chart's "
+                            "PodDisruptionBudgets and NetworkPolicies cannot tell two endpoints apart")
+
+    def _group_issues(self, root: Any, path: str) -> Iterator[Issue]:
+        """Roles against the HyperPod groups; skipped while the groups themselves are invalid (root cause alone)."""
+        if next(iter(root.hyperpod.issues(root, "hyperpod")), None) is not None:
+            return
         groups = {g.name: g for g in root.hyperpod.instance_groups}
         for role in ("prefill", "decode"):
             config = self.role(role)
@@ -557,22 +579,6 @@ class EndpointConfig(Model):
                     yield Issue(join(path, f"{role}.replicas"), config.replicas,
                                 f"needs {nodes} nodes ({per_node} pod(s) of {self.gpus_per_pod} GPUs per node), but "
                                 f"instance group '{group.name}' has count {group.count}")
-        zone = self.topology.availability_zone
-        if zone is not None and zone != root.network.gpu_availability_zone:
-            yield Issue(join(path, "topology.availability_zone"), zone,
-                        f"must be network.gpu_availability_zone ({root.network.gpu_availability_zone}), the AZ of "
-                        "the prefill and decode groups")
-        endpoints = list(root.endpoints)
-        index = next((i for i, e in enumerate(endpoints) if e is self), len(endpoints))
-        for earlier, other in enumerate(endpoints[:index]):
-            if other.name == self.name:
-                yield Issue(join(path, "name"), self.name,
-                            f"duplicate endpoint name (also endpoints[{earlier}]); names must be unique")
-            elif other.namespace == self.namespace:
-                yield Issue(join(path, "namespace"), self.namespace,
-                            f"already holds endpoints[{earlier}] ({other.name}); one DPD endpoint per namespace, "
-                            "because the operator labels pods only by DPD role, so the router chart's "
-                            "PodDisruptionBudgets and NetworkPolicies cannot tell two endpoints apart")
 
     def warnings(self) -> list[Issue]:
         """Valid but doubtful choices, where the docs say DPD will not pay off or may not work."""

@@ -10,6 +10,7 @@ from pydantic import Field, PrivateAttr
 from hpdpd.catalogue.regions import HYPERPOD_REGIONS
 from hpdpd.config.base import AccountId, Model, Region, join
 from hpdpd.config.eks import EksConfig
+from hpdpd.config.endpoints import EndpointConfig
 from hpdpd.config.hyperpod import HyperPodConfig
 from hpdpd.config.network import NetworkConfig
 from hpdpd.config.operator import InferenceOperatorConfig
@@ -28,6 +29,7 @@ class EnvironmentConfig(Model):
     network: NetworkConfig
     eks: EksConfig
     hyperpod: HyperPodConfig
+    endpoints: tuple[EndpointConfig, ...] = ()
     operator: InferenceOperatorConfig = InferenceOperatorConfig()
 
     _name: str = PrivateAttr(default="")
@@ -63,6 +65,8 @@ class EnvironmentConfig(Model):
         yield from self.network.issues(self, "network")
         yield from self.eks.issues(self, "eks")
         yield from self.hyperpod.issues(self, "hyperpod")
+        for i, endpoint in enumerate(self.endpoints):
+            yield from endpoint.issues(self, f"endpoints[{i}]")
         yield from self.operator.issues(self, "operator")
 
     @property
