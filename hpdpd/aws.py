@@ -1,0 +1,187 @@
+"""AWS sessions and clients for the operations commands, and one-line renderings of AWS errors.
+
+Clients honour the standard AWS settings (profile, credentials chain, ``AWS_ENDPOINT_URL`` and
+``AWS_ENDPOINT_URL_<SERVICE>``, ``AWS_MAX_ATTEMPTS``), always use botocore's *standard* retry mode (which retries
+throttling and transient errors with jittered back-off), and identify themselves as ``hpdpd/<version>``.
+The Region is the environment file's unless ``--region`` overrides it: an environment lives in one Region, so an
+ambient ``AWS_REGION`` pointing elsewhere must not silently check the wrong place.
+
+boto3 is imported lazily so ``hpdpd --help`` and the offline commands start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from hpdpd import __version__
+
+if TYPE_CHECKING:
+    from botocore.config import Config
+
+USER_AGENT_EXTRA = f"hpdpd/{__version__}"
+RETRY_MODE = "standard"
+
+ACCESS_DENIED_CODES = frozenset({
+    "AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "AuthorizationError",
+    "UnauthorizedException", "Forbidden", "403",
+})
+THROTTLING_CODES = frozenset({
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException", "RequestThrottled",
+    "TooManyRequestsException", "RequestLimitExceeded", "SlowDown", "ProvisionedThroughputExceededException",
+    "BandwidthLimitExceeded", "LimitExceededException", "PriorRequestNotComplete", "EC2ThrottledException",
+})
+NOT_FOUND_CODES = frozenset({
+    "ResourceNotFound", "ResourceNotFoundException", "NotFoundException", "NoSuchBucket", "NoSuchEntity",
+    "NoSuchResourceException",
+})
+
+
+class ClientSource(Protocol):
+    """Where the operations code gets its boto3 clients (a :class:`ClientFactory`, or a test's stand-in)."""
+
+    def client(self, service: str) -> Any: ...
+
+
+def client_config() -> Config:
+    """Standard retries and the toolkit's user agent; ``AWS_MAX_ATTEMPTS`` still sets the number of attempts."""
+    from botocore.config import Config
+
+    return Config(retries={"mode": RETRY_MODE}, user_agent_extra=USER_AGENT_EXTRA)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientFactory:
+    """One boto3 session per command; one cached client per service, all in the environment's Region."""
+
+    region: str
+    profile: str | None = None
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def session(self) -> Any:
+        if "session" not in self._cache:
+            import boto3
+
+            self._cache["session"] = boto3.session.Session(profile_name=self.profile, region_name=self.region)
+        return self._cache["session"]
+
+    def client(self, service: str) -> Any:
+        key = f"client:{service}"
+        if key not in self._cache:
+            self._cache[key] = self.session().client(service, region_name=self.region, config=client_config())
+        return self._cache[key]
+
+
+def add_aws_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--profile`` and ``--region``; everything else comes from the standard AWS environment and files."""
+    group = parser.add_argument_group("AWS")
+    group.add_argument("--profile", default=None,
+                       help="named AWS profile (default: AWS_PROFILE or the default credential chain)")
+    group.add_argument("--region", default=None,
+                       help="AWS Region (default: the environment file's region); AWS_ENDPOINT_URL is honoured")
+
+
+def factory_from_args(args: argparse.Namespace, *, default_region: str) -> ClientFactory:
+    return ClientFactory(region=getattr(args, "region", None) or default_region, profile=getattr(args, "profile", None))
+
+
+# ---- errors -------------------------------------------------------------------------------------------------------
+
+
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a ``ClientError`` (``''`` for anything else)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return ""
+    return str(response.get("Error", {}).get("Code", "") or response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+
+
+def http_status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None
+    return response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+
+
+def is_client_error(exc: BaseException) -> bool:
+    from botocore.exceptions import ClientError
+
+    return isinstance(exc, ClientError)
+
+
+def is_access_denied(exc: BaseException) -> bool:
+    return is_client_error(exc) and (error_code(exc) in ACCESS_DENIED_CODES or http_status(exc) == 403)
+
+
+def is_throttling(exc: BaseException) -> bool:
+    return is_client_error(exc) and (error_code(exc) in THROTTLING_CODES or http_status(exc) == 429)
+
+
+def is_not_found(exc: BaseException) -> bool:
+    """A missing resource: a not-found code, or SageMaker's ``ValidationException: Could not find ...``."""
+    if not is_client_error(exc):
+        return False
+    code = error_code(exc)
+    if code in NOT_FOUND_CODES:
+        return True
+    return code == "ValidationException" and "could not find" in error_message(exc).lower()
+
+
+def error_message(exc: BaseException) -> str:
+    """The AWS message on one line; HTML error pages (from emulators and proxies) become their HTTP status."""
+    response = getattr(exc, "response", None)
+    message = ""
+    if isinstance(response, dict):
+        message = str(response.get("Error", {}).get("Message", "") or "")
+    if "<html" in message.lower() or "<!doctype" in message.lower():
+        status = http_status(exc)
+        message = {404: "Not Found (API not available at this endpoint)", 500: "Internal Server Error",
+                   501: "Not Implemented"}.get(status or 0, f"HTTP {status}")
+    return " ".join(message.split())
+
+
+def operation_name(exc: BaseException) -> str:
+    return str(getattr(exc, "operation_name", "") or "")
+
+
+def describe_client_error(exc: BaseException) -> str:
+    """``<Operation>: <Code>: <message>`` on one line, with a hint for throttling and access denied."""
+    code = error_code(exc)
+    message = error_message(exc)
+    text = ": ".join(part for part in (operation_name(exc), code, message if message != code else "") if part)
+    if is_throttling(exc):
+        attempts = (getattr(exc, "response", {}) or {}).get("ResponseMetadata", {}).get("RetryAttempts")
+        after = f" after {attempts + 1} attempts" if isinstance(attempts, int) else ""
+        text += f" (throttled{after}; retry later or raise AWS_MAX_ATTEMPTS)"
+    elif is_access_denied(exc):
+        text += " (the caller lacks this permission)"
+    return text
+
+
+def describe_aws_error(exc: BaseException) -> str | None:
+    """One line for an AWS/botocore failure that ends a command, or None when ``exc`` is not one."""
+    try:
+        from botocore import exceptions as bx
+    except ImportError:  # pragma: no cover - botocore is a runtime dependency
+        return None
+    if isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError)):
+        return ("no AWS credentials found: set AWS_PROFILE (or --profile), AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+                "or run 'aws sso login'")
+    if isinstance(exc, bx.ProfileNotFound):
+        return f"{exc}; list profiles with 'aws configure list-profiles'"
+    if isinstance(exc, (bx.SSOTokenLoadError, bx.UnauthorizedSSOTokenError, bx.TokenRetrievalError)):
+        return f"{' '.join(str(exc).split())} (run 'aws sso login')"
+    if isinstance(exc, bx.ClientError):
+        code = error_code(exc)
+        if code in ("ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException",
+                    "SignatureDoesNotMatch"):
+            return f"AWS rejected the credentials: {describe_client_error(exc)}"
+        return describe_client_error(exc)
+    if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ReadTimeoutError)):
+        return f"cannot reach AWS: {exc} (check the network, AWS_ENDPOINT_URL and the Region)"
+    if isinstance(exc, bx.NoRegionError):
+        return "no AWS Region: pass --region or set region in the environment file"
+    if isinstance(exc, bx.BotoCoreError):
+        return " ".join(str(exc).split())
+    return None
