@@ -1,0 +1,155 @@
+"""Capacity checks: HyperPod instance quotas, instance types offered in the GPU AZ, free IPs in the GPU subnet.
+
+IP rule: every HyperPod group runs in the GPU subnet, and the VPC CNI claims a whole ENI's worth of addresses per
+node up front (its default ``WARM_ENI_TARGET=1``: the node's address plus a warm pool for pods). So each node that
+still has to launch needs ``Ipv4AddressesPerInterface`` of its EC2 type (50 on ml.p5.48xlarge, 15 on
+ml.m7i.2xlarge); nodes an existing cluster already runs are not counted again. The check fails when the subnet's
+``AvailableIpAddressCount`` is below that sum.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+from hpdpd.aws import error_code
+from hpdpd.catalogue.instances import INSTANCE_TYPES
+from hpdpd.config import EnvironmentConfig
+from hpdpd.ops.checks import Check, failed, passed, warned
+from hpdpd.ops.clusters import HyperPodState
+from hpdpd.ops.quotas import QUOTA_SUFFIX, SERVICE_CODE, cluster_quotas, quota_name
+
+OFFERING_PERMISSION = "ec2:DescribeInstanceTypeOfferings"
+SUBNET_PERMISSIONS = "ec2:DescribeSubnets and ec2:DescribeInstanceTypes"
+RESERVED_PER_SUBNET = 5  # AWS reserves the first four and the last address of every subnet
+FALLBACK_IPS_PER_NODE = 50
+
+
+def configured_counts(env: EnvironmentConfig) -> dict[str, int]:
+    """Configured instances per HyperPod instance type, summed over groups."""
+    counts: dict[str, int] = defaultdict(int)
+    for group in env.hyperpod.instance_groups:
+        counts[group.instance_type] += group.count
+    return dict(counts)
+
+
+def quota_checks(env: EnvironmentConfig, service_quotas: Any) -> Iterator[Check]:
+    counts = configured_counts(env)
+    quotas = cluster_quotas(service_quotas, list(counts))
+    for instance_type, needed in counts.items():
+        name = f"quota:{instance_type}"
+        quota = quotas[instance_type]
+        if quota is None:
+            yield warned(name, f"no quota named '{quota_name(instance_type)}' in service code {SERVICE_CODE}",
+                         fix=f"look the quota up in the Service Quotas console (SageMaker, '... {QUOTA_SUFFIX}') "
+                             "and request it if the account has none")
+            continue
+        value = int(quota.value)
+        source = "applied" if quota.applied else "AWS default"
+        if value < needed:
+            yield failed(name, f"quota {value} ({source}) is below the {needed} instance(s) configured",
+                         fix=f"aws service-quotas request-service-quota-increase --service-code {SERVICE_CODE} "
+                             f"--quota-code {quota.code} --desired-value {needed}")
+        else:
+            yield passed(name, f"quota {value} ({source}) covers the {needed} instance(s) configured "
+                               "(other clusters in the account share it)")
+
+
+def _zones(env: EnvironmentConfig) -> dict[str, set[str]]:
+    zones: dict[str, set[str]] = defaultdict(set)
+    for group in env.hyperpod.instance_groups:
+        zones[group.availability_zone or env.network.gpu_availability_zone].add(group.instance_type)
+    return zones
+
+
+def offering_checks(env: EnvironmentConfig, ec2: Any) -> Iterator[Check]:
+    plans = {g.instance_type for g in env.hyperpod.instance_groups if g.training_plan_arn}
+    for zone, types in sorted(_zones(env).items()):
+        ec2_names = {INSTANCE_TYPES[t].ec2_name: t for t in types}
+        offered: set[str] = set()
+        paginator = ec2.get_paginator("describe_instance_type_offerings")
+        for page in paginator.paginate(LocationType="availability-zone", Filters=[
+                {"Name": "location", "Values": [zone]}, {"Name": "instance-type", "Values": sorted(ec2_names)}]):
+            offered.update(o["InstanceType"] for o in page.get("InstanceTypeOfferings", []))
+        for ec2_name, instance_type in sorted(ec2_names.items(), key=lambda item: item[1]):
+            name = f"offering:{instance_type}"
+            if ec2_name in offered:
+                yield passed(name, f"{ec2_name} is offered in {zone}")
+            elif instance_type in plans:
+                yield warned(name, f"{ec2_name} is not offered on demand in {zone}; capacity must come from the "
+                                   "training plan", fix="check that the training plan reserves capacity in " + zone)
+            else:
+                yield failed(name, f"{ec2_name} is not offered in {zone}",
+                             fix="choose an AZ that offers it (aws ec2 describe-instance-type-offerings --location-type "
+                                 f"availability-zone --filters Name=instance-type,Values={ec2_name}) or set a training plan")
+
+
+def ips_per_node(env: EnvironmentConfig, ec2: Any) -> dict[str, int]:
+    """Addresses one node of each configured type claims (EC2's ``Ipv4AddressesPerInterface``)."""
+    names = {INSTANCE_TYPES[g.instance_type].ec2_name: g.instance_type for g in env.hyperpod.instance_groups}
+    found: dict[str, int] = {}
+    for page in ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=sorted(names)):
+        for info in page.get("InstanceTypes", []):
+            found[names[info["InstanceType"]]] = int(info.get("NetworkInfo", {}).get("Ipv4AddressesPerInterface", 0))
+    return {t: found.get(t) or INSTANCE_TYPES[t].ipv4_per_eni or FALLBACK_IPS_PER_NODE for t in names.values()}
+
+
+def needed_ips(env: EnvironmentConfig, per_node: dict[str, int], cluster: HyperPodState | None) -> tuple[int, int]:
+    """(addresses needed, nodes still to launch) for the configured groups, minus nodes already running."""
+    running = cluster.current_counts() if cluster else {}
+    nodes = {g.name: max(0, g.count - running.get(g.name, 0)) for g in env.hyperpod.instance_groups}
+    total = sum(nodes[g.name] * per_node[g.instance_type] for g in env.hyperpod.instance_groups)
+    return total, sum(nodes.values())
+
+
+def subnet_checks(env: EnvironmentConfig, ec2: Any, cluster: HyperPodState | None) -> Iterator[Check]:
+    name = "subnet-ips"
+    per_node = ips_per_node(env, ec2)
+    need, nodes = needed_ips(env, per_node, cluster)
+    sizing = ", ".join(f"{t}: {n}/node" for t, n in sorted(per_node.items()))
+    existing = env.network.existing
+    if existing is None:
+        assert env.network.create is not None
+        cidr = ipaddress.IPv4Network(env.network.create.gpu_subnet_cidr)
+        usable = cidr.num_addresses - RESERVED_PER_SUBNET
+        if usable < need:
+            yield failed(name, f"the new GPU subnet {cidr} has {usable} usable addresses; {nodes} node(s) need {need} "
+                               f"({sizing})", fix="set network.create.gpu_subnet_cidr to a larger block (up to /16)")
+        else:
+            yield passed(name, f"new VPC: GPU subnet {cidr} has {usable} usable addresses for the {need} that "
+                               f"{nodes} node(s) need ({sizing})")
+        return
+    subnet_id = existing.gpu_subnet.subnet_id
+    try:
+        subnets = ec2.describe_subnets(SubnetIds=[subnet_id]).get("Subnets", [])
+    except Exception as exc:
+        if error_code(exc).endswith("NotFound"):  # InvalidSubnetID.NotFound
+            subnets = []
+        else:
+            raise
+    if not subnets:
+        yield failed(name, f"GPU subnet {subnet_id} does not exist in {env.account}/{env.region}",
+                     fix="set network.existing.gpu_subnet.subnet_id to a subnet of " + existing.vpc_id)
+        return
+    subnet = subnets[0]
+    if subnet.get("VpcId") != existing.vpc_id:
+        yield failed(name, f"GPU subnet {subnet_id} belongs to {subnet.get('VpcId')}, not {existing.vpc_id}",
+                     fix="set network.existing.vpc_id or gpu_subnet.subnet_id so they match")
+        return
+    if subnet.get("AvailabilityZone") != env.network.gpu_availability_zone:
+        yield failed(name, f"GPU subnet {subnet_id} is in {subnet.get('AvailabilityZone')}, not the GPU AZ "
+                           f"{env.network.gpu_availability_zone}",
+                     fix="use a subnet in the GPU AZ (prefill and decode must share one AZ for EFA)")
+        return
+    free = int(subnet.get("AvailableIpAddressCount", 0))
+    if nodes == 0:
+        yield passed(name, f"GPU subnet {subnet_id} has {free} free addresses; the cluster already runs every "
+                           "configured node")
+    elif free < need:
+        yield failed(name, f"GPU subnet {subnet_id} has {free} free addresses; {nodes} node(s) need {need} ({sizing})",
+                     fix="add a larger subnet (a secondary /16 CIDR in the GPU AZ) or free addresses")
+    else:
+        yield passed(name, f"GPU subnet {subnet_id} has {free} free addresses for the {need} that {nodes} node(s) "
+                           f"need ({sizing})")

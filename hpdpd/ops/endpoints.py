@@ -1,0 +1,62 @@
+"""The one place that reads the environment's endpoints, and the names the operator knows them by.
+
+Endpoints (``env.endpoints``) are declared in the environment configuration; until every environment has that
+field this accessor treats a missing one as "no endpoints". The IEC name the operator sees may carry a
+generation suffix, exposed as ``resource_name``; without it the endpoint's own name is the IEC name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from hpdpd.errors import HpdpdError
+
+# The in-cluster router Service the operator creates for an IEC (platform.md §1.1); the docs call it with http on 443.
+ROUTER_URL = "http://{iec}-{namespace}-routing-service.hyperpod-inference-system.svc.cluster.local:443/{path}"
+
+
+class RoutingLike(Protocol):
+    threshold: int
+
+
+class ModelLike(Protocol):
+    name: str
+    s3: Any  # ``.bucket``, ``.prefix``, ``.region`` or None
+
+
+class EndpointLike(Protocol):
+    """The attributes of an endpoint the operations commands read."""
+
+    name: str
+    namespace: str
+    sagemaker_endpoint_name: str | None
+    routing: RoutingLike
+    model: ModelLike
+    invocation_path: str
+
+
+def configured_endpoints(env: Any) -> tuple[EndpointLike, ...]:
+    """The environment's endpoints, in file order (empty when the environment declares none)."""
+    return tuple(getattr(env, "endpoints", None) or ())
+
+
+def iec_name(endpoint: EndpointLike) -> str:
+    """The ``InferenceEndpointConfig`` name in Kubernetes: ``resource_name`` when set, else ``name``."""
+    return getattr(endpoint, "resource_name", None) or endpoint.name
+
+
+def router_url(endpoint: EndpointLike) -> str:
+    """The router Service URL, reachable only from inside the cluster (or through a port-forward of it)."""
+    return ROUTER_URL.format(iec=iec_name(endpoint), namespace=endpoint.namespace,
+                             path=endpoint.invocation_path.lstrip("/"))
+
+
+def select_endpoints(endpoints: tuple[EndpointLike, ...], name: str | None) -> tuple[EndpointLike, ...]:
+    """All endpoints, or the one called ``name``; an unknown name is an error listing the known ones."""
+    if name is None:
+        return endpoints
+    chosen = tuple(e for e in endpoints if name in (e.name, iec_name(e)))
+    if not chosen:
+        known = ", ".join(e.name for e in endpoints) or "none declared"
+        raise HpdpdError(f"no endpoint named {name!r} in the environment; endpoints: {known}")
+    return chosen

@@ -1,0 +1,69 @@
+"""Model locations: buckets exist (or will be created) in the cluster's Region; endpoint prefixes hold objects."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+from botocore.stub import Stubber
+
+from hpdpd.aws import ClientFactory
+from hpdpd.config import EnvironmentConfig
+from hpdpd.ops.model_checks import bucket_checks, endpoint_model_checks
+
+REGION = "us-west-2"
+
+
+def _bucket(name: str, region: str = REGION) -> None:
+    boto3.client("s3", region_name=region).create_bucket(Bucket=name,
+                                                         CreateBucketConfiguration={"LocationConstraint": region})
+
+
+def test_model_buckets_exist_in_the_cluster_region_or_are_created(make_env: Callable[..., EnvironmentConfig],
+                                                                 clients: ClientFactory) -> None:
+    # GIVEN one bucket in the Region, one in Ireland, one the stack creates and one that is missing
+    _bucket("models-here")
+    _bucket("models-ireland", "eu-west-1")
+    env = make_env(lambda d: d.setdefault("operator", {}).__setitem__("model_buckets", [
+        {"name": "models-here"}, {"name": "models-ireland"}, {"name": "models-new", "create": True},
+        {"name": "models-missing"}]))
+    # WHEN the bucket checks run
+    rows = {r.name: r for r in bucket_checks(env, clients.client("s3"))}
+    # THEN only the local and the to-be-created bucket pass
+    assert rows["model-bucket:models-here"].status == "pass"
+    assert rows["model-bucket:models-new"].status == "pass" and "the stack creates it" in rows["model-bucket:models-new"].detail
+    ireland = rows["model-bucket:models-ireland"]
+    assert ireland.status == "fail" and ireland.detail == "s3://models-ireland is in eu-west-1, the cluster in us-west-2"
+    assert rows["model-bucket:models-missing"].status == "fail"
+
+
+def test_an_endpoint_model_prefix_must_hold_objects(env: EnvironmentConfig, clients: ClientFactory,
+                                                    make_endpoint: Callable[..., Any]) -> None:
+    # GIVEN weights under one prefix and nothing under another
+    _bucket("models-here")
+    clients.client("s3").put_object(Bucket="models-here", Key="llama/config.json", Body=b"{}")
+    endpoints = (make_endpoint(name="ready", bucket="models-here", prefix="llama", model_region=REGION),
+                 make_endpoint(name="empty", bucket="models-here", prefix="mistral/"),
+                 make_endpoint(name="nobucket", bucket="models-gone", prefix="x"),
+                 make_endpoint(name="wrongregion", bucket="models-here", prefix="llama", model_region="us-east-1"),
+                 make_endpoint(name="fsx"))
+    # WHEN the model checks run
+    rows = {r.name: r for r in endpoint_model_checks(env, clients.client("s3"), endpoints)}
+    # THEN each endpoint with an S3 model gets one row; only the one with weights passes
+    assert set(rows) == {"model:ready", "model:empty", "model:nobucket", "model:wrongregion"}
+    assert rows["model:ready"].status == "pass"
+    assert rows["model:empty"].status == "fail" and rows["model:empty"].detail == "s3://models-here/mistral/ holds no objects"
+    assert rows["model:nobucket"].status == "fail" and "the bucket does not exist" in rows["model:nobucket"].detail
+    assert rows["model:wrongregion"].status == "fail" and "declares us-east-1" in rows["model:wrongregion"].detail
+
+
+def test_access_denied_on_a_bucket_warns_with_the_permission(make_env: Callable[..., EnvironmentConfig],
+                                                             aws_credentials: None) -> None:
+    env = make_env(lambda d: d.setdefault("operator", {}).__setitem__("model_buckets", [{"name": "models-locked"}]))
+    s3 = boto3.client("s3", region_name=REGION)
+    with Stubber(s3) as stub:
+        stub.add_client_error("head_bucket", "403", "Forbidden", http_status_code=403)
+        rows = list(bucket_checks(env, s3))
+    assert rows[0].status == "warn" and "access denied" in rows[0].detail
+    assert rows[0].fix is not None and "s3:ListBucket" in rows[0].fix

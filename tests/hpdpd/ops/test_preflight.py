@@ -1,0 +1,128 @@
+"""The whole preflight: moto for STS, EC2, S3 and SageMaker; Stubber for EKS add-ons and SageMaker quotas."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from botocore.exceptions import NoCredentialsError
+from botocore.stub import Stubber
+
+from hpdpd.aws import ClientFactory
+from hpdpd.config import EnvironmentConfig
+from hpdpd.ops.addons import expected_addons
+from hpdpd.ops.preflight import run_preflight
+
+
+def stub_quotas(stub: Stubber, env: EnvironmentConfig, value: float = 8.0) -> None:
+    stub.add_response("list_service_quotas", {"Quotas": [
+        {"QuotaName": f"{g.instance_type} for cluster usage", "QuotaCode": f"L-{i}", "Value": value}
+        for i, g in enumerate(env.hyperpod.instance_groups)]}, {"ServiceCode": "sagemaker"})
+
+
+def stub_eks(stub: Stubber, env: EnvironmentConfig, *, mode: str = "API_AND_CONFIG_MAP") -> None:
+    """An ACTIVE cluster at the configured version with every expected add-on ACTIVE at its pin, in call order."""
+    addons = expected_addons(env)
+    stub.add_response("describe_cluster", {"cluster": {
+        "name": env.eks.cluster_name, "version": env.eks.version, "status": "ACTIVE",
+        "accessConfig": {"authenticationMode": mode}}}, {"name": env.eks.cluster_name})
+    stub.add_response("list_addons", {"addons": [a.name for a in addons]}, {"clusterName": env.eks.cluster_name})
+    for addon in addons:
+        stub.add_response("describe_addon", {"addon": {"addonName": addon.name, "addonVersion": addon.configured,
+                                                       "status": "ACTIVE"}},
+                          {"clusterName": env.eks.cluster_name, "addonName": addon.name})
+    for addon in addons:
+        stub.add_response("describe_addon_versions", {"addons": [{"addonName": addon.name, "addonVersions": [
+            {"addonVersion": addon.configured}]}]}, {"addonName": addon.name, "kubernetesVersion": env.eks.version})
+
+
+@pytest.fixture
+def deployed(env: EnvironmentConfig, clients: ClientFactory, create_hyperpod: Callable[..., None]) -> EnvironmentConfig:
+    create_hyperpod(clients.client("sagemaker"), env)
+    return env
+
+
+def test_a_healthy_deployed_environment_passes_every_check(deployed: EnvironmentConfig, clients: ClientFactory) -> None:
+    # GIVEN a running HyperPod cluster (moto), its EKS cluster and add-ons and generous quotas (stubbed)
+    with Stubber(clients.client("eks")) as eks, Stubber(clients.client("service-quotas")) as quotas:
+        stub_eks(eks, deployed)
+        stub_quotas(quotas, deployed)
+        # WHEN preflight runs
+        report = run_preflight(deployed, clients, endpoints=())
+        eks.assert_no_pending_responses()
+    # THEN every check passes, in the documented order
+    names = [c.name for c in report.checks]
+    assert report.ok and all(c.status == "pass" for c in report.checks), [c for c in report.checks if c.status != "pass"]
+    assert names[:3] == ["credentials", "quota:ml.m7i.2xlarge", "quota:ml.p5.48xlarge"]
+    assert names[3:6] == ["offering:ml.m7i.2xlarge", "offering:ml.p5.48xlarge", "subnet-ips"]
+    assert names[6:8] == ["eks-version", "eks-authentication-mode"]
+    assert names[8:17] == [f"addon:{a.name}" for a in expected_addons(deployed)]
+    assert names[-1] == "hyperpod-cluster"
+    assert "123456789012" in report.checks[0].detail
+
+
+def test_credentials_for_another_account_stop_the_checks(make_env: Callable[..., EnvironmentConfig],
+                                                         clients: ClientFactory) -> None:
+    env = make_env(lambda d: d.__setitem__("account", "999999999999"))
+    report = run_preflight(env, clients, endpoints=())
+    assert not report.ok and [c.name for c in report.checks] == ["credentials"]
+    assert "credentials are for account 123456789012" in report.checks[0].detail
+    assert "999999999999" in (report.checks[0].fix or "")
+
+
+def test_access_denied_on_one_call_warns_and_the_other_checks_run(env: EnvironmentConfig, clients: ClientFactory,
+                                                                  make_endpoint: Callable[..., Any]) -> None:
+    # GIVEN a caller that may not list Service Quotas, no EKS cluster yet, and an endpoint whose model is missing
+    with Stubber(clients.client("service-quotas")) as quotas, Stubber(clients.client("eks")) as eks:
+        quotas.add_client_error("list_service_quotas", "AccessDeniedException",
+                                "User is not authorized to perform: servicequotas:ListServiceQuotas")
+        eks.add_client_error("describe_cluster", "ResourceNotFoundException", "No cluster found", http_status_code=404)
+        for addon in expected_addons(env):
+            eks.add_response("describe_addon_versions", {"addons": [{"addonName": addon.name, "addonVersions": [
+                {"addonVersion": addon.configured}]}]}, {"addonName": addon.name, "kubernetesVersion": env.eks.version})
+        # WHEN preflight runs
+        report = run_preflight(env, clients, endpoints=(make_endpoint(bucket="models-missing", prefix="llama"),))
+    rows = {c.name: c for c in report.checks}
+    # THEN the quota rows warn with the permission, and every other check still ran
+    assert rows["quota:ml.p5.48xlarge"].status == "warn"
+    assert "servicequotas:ListServiceQuotas" in (rows["quota:ml.p5.48xlarge"].fix or "")
+    assert rows["offering:ml.p5.48xlarge"].status == "pass"
+    assert rows["eks-cluster"].status == "pass" and "does not exist yet" in rows["eks-cluster"].detail
+    assert rows["hyperpod-cluster"].status == "pass" and "does not exist yet" in rows["hyperpod-cluster"].detail
+    assert rows["model:llama"].status == "fail"
+    assert not report.ok  # the missing model fails; the warnings alone would not
+
+
+def test_a_failed_hyperpod_cluster_fails_with_the_aws_failure_message(env: EnvironmentConfig,
+                                                                      clients: ClientFactory) -> None:
+    # GIVEN a cluster that failed to create (moto cannot fail a cluster: Stubber), and nothing else readable
+    with Stubber(clients.client("sagemaker")) as sagemaker, Stubber(clients.client("service-quotas")) as quotas, \
+            Stubber(clients.client("eks")) as eks:
+        sagemaker.add_response("describe_cluster", {
+            "ClusterArn": "arn:aws:sagemaker:us-west-2:123456789012:cluster/abc", "ClusterName": "hpdpd-dev",
+            "ClusterStatus": "Failed", "FailureMessage": "Insufficient capacity for ml.p5.48xlarge in us-west-2a.",
+            "InstanceGroups": [{"InstanceGroupName": "prefill", "InstanceType": "ml.p5.48xlarge", "CurrentCount": 0,
+                                "TargetCount": 1}]}, {"ClusterName": "hpdpd-dev"})
+        quotas.add_client_error("list_service_quotas", "ThrottlingException", "Rate exceeded")
+        eks.add_client_error("describe_cluster", "AccessDeniedException", "denied")
+        for _ in expected_addons(env):
+            eks.add_client_error("describe_addon_versions", "AccessDeniedException", "denied")
+        report = run_preflight(env, clients, endpoints=())
+    rows = {c.name: c for c in report.checks}
+    # THEN the cluster row fails with AWS's message and the delete-and-redeploy fix; throttling warns
+    cluster = rows["hyperpod-cluster"]
+    assert cluster.status == "fail"
+    assert cluster.detail == "hpdpd-dev is Failed: Insufficient capacity for ml.p5.48xlarge in us-west-2a."
+    assert "aws sagemaker delete-cluster --cluster-name hpdpd-dev" in (cluster.fix or "")
+    assert rows["quota:ml.p5.48xlarge"].status == "warn" and "throttled" in rows["quota:ml.p5.48xlarge"].detail
+    assert rows["eks-cluster"].status == "warn" and "eks:DescribeCluster" in (rows["eks-cluster"].fix or "")
+    assert not report.ok
+
+
+def test_missing_credentials_stop_preflight(env: EnvironmentConfig, monkeypatch: pytest.MonkeyPatch,
+                                            aws_credentials: None) -> None:
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    with pytest.raises(NoCredentialsError):
+        run_preflight(env, ClientFactory(region="us-west-2"), endpoints=())
