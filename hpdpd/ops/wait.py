@@ -1,0 +1,205 @@
+"""``hpdpd wait``: poll until the cluster, the add-ons or the endpoints are ready, have failed, or time ran out.
+
+Polls back off exponentially (5 s, 10 s, 20 s, ... capped at 60 s by default, never past the deadline). Throttling
+that outlasts botocore's own retries only delays the next poll; any other AWS error ends the wait with one line.
+A terminal failure carries the message AWS gives (``FailureMessage``, ``FailureReason``, add-on health issues,
+the IEC's condition message).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from hpdpd.aws import ClientSource, describe_client_error, is_not_found, is_throttling
+from hpdpd.config import EnvironmentConfig
+from hpdpd.errors import HpdpdError
+from hpdpd.ops.addons import ACTIVE, FAILED_STATUSES, expected_addons, installed_addons
+from hpdpd.ops.clusters import FAILED, HYPERPOD_TERMINAL, IN_SERVICE, NOT_FOUND, describe_hyperpod
+from hpdpd.ops.endpoints import EndpointLike, iec_name
+from hpdpd.ops.kube import Kubectl
+from hpdpd.ops.status import SAGEMAKER_FAILED, sagemaker_endpoint_status
+
+TARGETS = ("cluster", "addons", "endpoint")
+Outcome = Literal["ready", "failed", "timeout"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Observation:
+    """What one poll saw: a short state for the progress line, and whether it is final."""
+
+    state: str
+    ready: bool = False
+    failed: bool = False
+    message: str = ""
+
+
+Probe = Callable[[], Observation]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Backoff:
+    initial_seconds: float = 5.0
+    factor: float = 2.0
+    max_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.initial_seconds <= 0 or self.factor < 1 or self.max_seconds < self.initial_seconds:
+            raise ValueError("back-off needs initial > 0, factor >= 1 and max >= initial")
+
+    def delay(self, poll: int) -> float:
+        """Seconds to sleep after poll number ``poll`` (0-based)."""
+        return min(self.max_seconds, self.initial_seconds * self.factor ** poll)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaitResult:
+    target: str
+    outcome: Outcome
+    state: str
+    message: str
+    elapsed_seconds: float
+    polls: int
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ready"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "target": self.target, "outcome": self.outcome, "state": self.state,
+                "message": self.message or None, "elapsed_seconds": round(self.elapsed_seconds, 1), "polls": self.polls}
+
+
+ProgressCallback = Callable[[Observation, float, float | None], None]
+
+
+def _observe(probe: Probe) -> Observation:
+    try:
+        return probe()
+    except Exception as exc:
+        if is_throttling(exc):
+            return Observation(state="throttled; polling again later", message=describe_client_error(exc))
+        raise
+
+
+def wait_for(probe: Probe, *, target: str, timeout_seconds: float, backoff: Backoff = Backoff(),
+             clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+             on_poll: ProgressCallback | None = None) -> WaitResult:
+    """Poll ``probe`` until it reports ready or failed, or ``timeout_seconds`` have passed."""
+    start, polls = clock(), 0
+    while True:
+        seen = _observe(probe)
+        polls += 1
+        elapsed = clock() - start
+        remaining = timeout_seconds - elapsed
+        final = seen.ready or seen.failed or remaining <= 0
+        delay = None if final else min(backoff.delay(polls - 1), remaining)
+        if on_poll:
+            on_poll(seen, elapsed, delay)
+        if seen.ready:
+            return WaitResult(target=target, outcome="ready", state=seen.state, message=seen.message,
+                              elapsed_seconds=elapsed, polls=polls)
+        if seen.failed:
+            return WaitResult(target=target, outcome="failed", state=seen.state, message=seen.message,
+                              elapsed_seconds=elapsed, polls=polls)
+        if delay is None:
+            return WaitResult(target=target, outcome="timeout", state=seen.state,
+                              message=f"not ready after {timeout_seconds:g} s (last state: {seen.state})",
+                              elapsed_seconds=elapsed, polls=polls)
+        sleep(delay)
+
+
+# ---- probes ------------------------------------------------------------------------------------------------------
+
+
+def cluster_probe(sagemaker: Any, name: str) -> Probe:
+    """Ready: InService with every group at its target count. Failed/Deleting: terminal, with ``FailureMessage``."""
+
+    def probe() -> Observation:
+        cluster = describe_hyperpod(sagemaker, name)
+        if cluster is None:
+            return Observation(state=f"{NOT_FOUND} (not created yet)")
+        counts = ", ".join(f"{g.name} {g.current}/{g.target}" for g in cluster.groups)
+        state = f"{cluster.status} ({counts})" if counts else cluster.status
+        if cluster.status in HYPERPOD_TERMINAL:
+            message = cluster.failure_message or ("the cluster is being deleted" if cluster.status != FAILED
+                                                  else "no failure message")
+            return Observation(state=state, failed=True, message=message)
+        return Observation(state=state, ready=cluster.status == IN_SERVICE and cluster.complete)
+
+    return probe
+
+
+def addons_probe(eks: Any, env: EnvironmentConfig) -> Probe:
+    """Ready: every add-on the environment needs is ACTIVE. ``*_FAILED``: terminal, with the health issues."""
+    wanted = [a.name for a in expected_addons(env)]
+
+    def probe() -> Observation:
+        try:
+            found = installed_addons(eks, env.eks.cluster_name)
+        except Exception as exc:
+            if is_not_found(exc):
+                return Observation(state=f"EKS cluster {env.eks.cluster_name} not found")
+            raise
+        broken = [found[n] for n in wanted if n in found and found[n].status in FAILED_STATUSES]
+        if broken:
+            message = "; ".join(f"{a.name} {a.status}: {', '.join(a.issues) or 'no health issues reported'}"
+                                for a in broken)
+            return Observation(state=", ".join(f"{a.name} {a.status}" for a in broken), failed=True, message=message)
+        pending = [f"{n} {found[n].status if n in found else 'missing'}" for n in wanted
+                   if n not in found or found[n].status != ACTIVE]
+        if not pending:
+            return Observation(state=f"all {len(wanted)} add-ons ACTIVE", ready=True)
+        return Observation(state=f"{len(wanted) - len(pending)}/{len(wanted)} ACTIVE; waiting for " + ", ".join(pending))
+
+    return probe
+
+
+def _endpoint_observation(endpoint: EndpointLike, sagemaker: Any, kubectl: Kubectl) -> Observation:
+    parts, ready, failed, messages = [], True, False, []
+    if kubectl.unavailable() is None:
+        iec = kubectl.iec_status(name=iec_name(endpoint), namespace=endpoint.namespace)
+        parts.append(f"IEC {iec.state}")
+        ready = ready and iec.ready
+        if iec.failed:
+            failed = True
+            messages.append(f"IEC {iec_name(endpoint)}: {iec.state}: {iec.message or 'no condition message'}")
+    if endpoint.sagemaker_endpoint_name:
+        status, reason = sagemaker_endpoint_status(sagemaker, endpoint.sagemaker_endpoint_name)
+        parts.append(f"SageMaker {status}")
+        ready = ready and status == "InService"
+        if status in SAGEMAKER_FAILED:
+            failed = True
+            messages.append(f"SageMaker endpoint {endpoint.sagemaker_endpoint_name}: {status}: {reason or 'no reason given'}")
+    return Observation(state=f"{endpoint.name}: " + ", ".join(parts), ready=ready, failed=failed,
+                       message="; ".join(messages))
+
+
+def endpoint_probe(sagemaker: Any, endpoints: tuple[EndpointLike, ...], kubectl: Kubectl) -> Probe:
+    """Ready: every endpoint's IEC is DeploymentComplete and its SageMaker endpoint (if named) is InService."""
+    if not endpoints:
+        raise HpdpdError("the environment declares no endpoints to wait for")
+    blind = [e.name for e in endpoints if not e.sagemaker_endpoint_name and kubectl.unavailable()]
+    if blind:
+        raise HpdpdError(f"cannot observe endpoint(s) {', '.join(blind)}: no SageMaker endpoint name and "
+                         f"{kubectl.unavailable()}; pass --kubeconfig (kubectl must be on PATH)")
+
+    def probe() -> Observation:
+        seen = [_endpoint_observation(e, sagemaker, kubectl) for e in endpoints]
+        return Observation(state="; ".join(o.state for o in seen), ready=all(o.ready for o in seen),
+                           failed=any(o.failed for o in seen), message="; ".join(o.message for o in seen if o.message))
+
+    return probe
+
+
+def probe_for(target: str, env: EnvironmentConfig, clients: ClientSource, *, endpoints: tuple[EndpointLike, ...],
+              kubectl: Kubectl) -> Probe:
+    if target == "cluster":
+        return cluster_probe(clients.client("sagemaker"), env.hyperpod.cluster_name)
+    if target == "addons":
+        return addons_probe(clients.client("eks"), env)
+    if target == "endpoint":
+        return endpoint_probe(clients.client("sagemaker"), endpoints, kubectl)
+    raise HpdpdError(f"unknown wait target {target!r}; choose one of {', '.join(TARGETS)}")

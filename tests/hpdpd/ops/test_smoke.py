@@ -1,0 +1,161 @@
+"""Smoke prompts around the routing threshold, TTFT/TPOT from streamed events, over HTTP and SageMaker runtime."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from hpdpd.ops.smoke import build_prompts, http_sender, read_stream, run_smoke, sagemaker_sender
+
+FIRST_TOKEN_DELAY = 0.08
+TOKEN_INTERVAL = 0.01
+
+
+def sse(tokens: int, *, prompt_tokens: int = 12) -> Iterator[bytes]:
+    """vLLM-style chat completion chunks, a usage chunk and ``[DONE]``."""
+    yield b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
+    for i in range(tokens):
+        yield f'data: {{"choices":[{{"index":0,"delta":{{"content":"t{i} "}}}}]}}\n\n'.encode()
+    yield (f'data: {{"choices":[],"usage":{{"prompt_tokens":{prompt_tokens},"completion_tokens":{tokens}}}}}\n\n'
+           "data: [DONE]\n\n").encode()
+
+
+class Router(BaseHTTPRequestHandler):
+    """A stand-in for the DPD router: streams tokens after a delay, or answers with an error status."""
+
+    requests: list[dict[str, Any]] = []
+    status = 200
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append({"path": self.path, "body": body})
+        if self.status != 200:
+            self.send_response(self.status)
+            self.end_headers()
+            self.wfile.write(b'{"message":"no healthy upstream"}')
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        words = len(json.dumps(body["messages"]).split())
+        for i, chunk in enumerate(sse(body["max_tokens"], prompt_tokens=words)):
+            time.sleep(FIRST_TOKEN_DELAY if i == 1 else TOKEN_INTERVAL if i > 1 else 0)
+            self.wfile.write(chunk)
+            self.wfile.flush()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def router() -> Iterator[str]:
+    Router.requests, Router.status = [], 200
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Router)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1/chat/completions"
+    server.shutdown()
+    server.server_close()
+
+
+def test_prompts_sit_on_either_side_of_the_threshold() -> None:
+    cases, skipped = build_prompts(4096, nonce="abc")
+    short, long = cases
+    assert skipped == []
+    assert short.case == "short" and short.words < 32 and short.expected_route == "decode only"
+    # every filler word is at least one token, so the word count is a lower bound of the router's estimate
+    assert long.case == "long" and long.words >= 4096 * 1.1 + 32 and long.words == len(long.prompt.split())
+    assert long.prompt.startswith("[smoke abc]") and long.expected_route == "prefill -> decode"
+
+
+def test_a_zero_threshold_disaggregates_everything_so_only_the_long_prompt_is_sent() -> None:
+    cases, skipped = build_prompts(0)
+    assert [c.case for c in cases] == ["long"]
+    assert skipped == ["short: threshold 0 leaves no prompt safely under it (every prompt is disaggregated)"]
+
+
+def test_ttft_and_tpot_over_http(router: str) -> None:
+    # WHEN both prompts are sent to the router
+    report = run_smoke(send=http_sender(router), endpoint="llama", transport="http", target=router, threshold=256,
+                       model="Llama-3.3-70B-Instruct", chat=True, max_tokens=8)
+    # THEN both streamed, with TTFT at least the router's first-token delay and TPOT near its token interval
+    assert report.ok, report.to_json()
+    short, long = report.results
+    for m in (short, long):
+        assert m.output_tokens == 8
+        assert m.ttft_ms is not None and m.ttft_ms >= FIRST_TOKEN_DELAY * 1000
+        assert m.tpot_ms is not None and TOKEN_INTERVAL * 1000 * 0.5 <= m.tpot_ms < 200
+    assert long.prompt_tokens is not None and long.prompt_tokens > 256 > (short.prompt_tokens or 0)
+    # AND the requests were OpenAI chat completions with streaming and usage
+    sent = Router.requests[1]["body"]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert sent["model"] == "Llama-3.3-70B-Instruct" and sent["max_tokens"] == 8
+    data = report.to_json()
+    assert set(data) == {"ok", "endpoint", "transport", "target", "threshold", "results", "skipped"}
+    assert set(data["results"][0]) == {"case", "expected_route", "prompt_tokens_estimate", "prompt_tokens",
+                                       "output_tokens", "ttft_ms", "tpot_ms", "total_ms", "ok", "error"}
+
+
+def test_an_error_status_fails_each_prompt_with_one_line(router: str) -> None:
+    Router.status = 503
+    report = run_smoke(send=http_sender(router), endpoint="llama", transport="http", target=router, threshold=256,
+                       model="m", chat=True)
+    assert not report.ok
+    assert [m.error for m in report.results] == ['HTTP 503 Service Unavailable: {"message":"no healthy upstream"}'] * 2
+
+
+def test_an_unreachable_router_fails_without_a_trace() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    report = run_smoke(send=http_sender(f"http://127.0.0.1:{port}/v1/chat/completions", timeout_seconds=2),
+                       endpoint="llama", transport="http", target="x", threshold=64, model="m", chat=True)
+    assert not report.ok and all((m.error or "").startswith("cannot connect:") for m in report.results)
+
+
+class FakeRuntime:
+    """SageMaker runtime's response stream (moto does not implement InvokeEndpointWithResponseStream)."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.fail = fail
+
+    def invoke_endpoint_with_response_stream(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(kwargs)
+        if self.fail:
+            raise ClientError({"Error": {"Code": "ModelError", "Message": "Received server error (500) from primary"},
+                               "ResponseMetadata": {"HTTPStatusCode": 424}}, "InvokeEndpointWithResponseStream")
+        payload = b"".join(sse(4))
+        # split mid-line, as the service may: the parser must reassemble lines
+        return {"Body": iter([{"PayloadPart": {"Bytes": payload[:37]}}, {"PayloadPart": {"Bytes": payload[37:]}}])}
+
+
+def test_sagemaker_streaming_is_measured_and_errors_are_reported() -> None:
+    runtime = FakeRuntime()
+    report = run_smoke(send=sagemaker_sender(runtime, "llama-sm"), endpoint="llama", transport="sagemaker",
+                       target="llama-sm", threshold=64, model="m", chat=False, max_tokens=4)
+    assert report.ok and [m.output_tokens for m in report.results] == [4, 4]
+    assert runtime.calls[0]["EndpointName"] == "llama-sm" and runtime.calls[0]["ContentType"] == "application/json"
+    assert "prompt" in json.loads(runtime.calls[0]["Body"])  # completions, not chat
+    failing = run_smoke(send=sagemaker_sender(FakeRuntime(fail=True), "llama-sm"), endpoint="llama",
+                        transport="sagemaker", target="llama-sm", threshold=64, model="m", chat=True)
+    assert failing.results[0].error == ("InvokeEndpointWithResponseStream: ModelError: Received server error (500) "
+                                        "from primary")
+
+
+def test_stream_parsing_counts_text_and_reads_usage_and_errors() -> None:
+    ticks = iter(range(100))
+    tally = read_stream([b'data: {"choices":[{"text":"a"}]}\n', b'data: {"choices":[{"text":"b"}]}\n',
+                         b'data: {"choices":[],"usage":{"completion_tokens":2,"prompt_tokens":9}}\n'],
+                        lambda: float(next(ticks)))
+    assert (tally.chunks, tally.completion_tokens, tally.prompt_tokens, tally.first, tally.last) == (2, 2, 9, 0.0, 1.0)
+    error = read_stream([b'data: {"object":"error","message":"context length exceeded"}\n'], time.perf_counter)
+    assert error.error == "context length exceeded"
