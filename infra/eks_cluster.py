@@ -18,6 +18,7 @@ from hpdpd.catalogue.versions import CORE_ADDONS, EKS_VERSIONS, KUBECTL_LAYERS, 
 from hpdpd.config.eks import ALL_LOG_TYPES, SystemNodeGroup
 from hpdpd.config.hyperpod import ROLE_LABEL
 from hpdpd.errors import ConfigError
+from infra import nag
 
 _LOG_TYPES = {
     "api": eks.ClusterLoggingTypes.API,
@@ -106,6 +107,7 @@ class HyperPodEksCluster(Construct):
             ),
         )
         self.oidc_provider = self.cluster.open_id_connect_provider
+        self._acknowledge_cluster_internals()
 
         self.addons: dict[str, eks.CfnAddon] = {}
         for addon in CORE_ADDONS:
@@ -137,6 +139,34 @@ class HyperPodEksCluster(Construct):
             )
             for addon in self.addons.values():
                 self.system_nodegroup.node.add_dependency(addon)
+
+    def _acknowledge_cluster_internals(self) -> None:
+        """Findings on what aws_eks_v2 creates itself: the cluster role and the kubectl provider's handlers."""
+        nag.acknowledge_managed_policies(self.cluster.role, {
+            "AmazonEKSClusterPolicy": "EKS requires this AWS managed policy on the cluster service role"})
+        provider = self.cluster.node.find_child("KubectlProvider")
+        handler = provider.node.find_child("Handler")
+        why = "aws_eks_v2's kubectl provider applies Helm charts and manifests"
+        nag.acknowledge_managed_policies(handler, {
+            "service-role/AWSLambdaBasicExecutionRole": f"{why}; it writes its logs",
+            "service-role/AWSLambdaVPCAccessExecutionRole": f"{why} from inside the VPC, to reach a private endpoint",
+            "AmazonEC2ContainerRegistryReadOnly": f"{why}; it pulls OCI Helm charts from ECR",
+        })
+        condition = handler.node.find_child("HasEcrPublic")
+        public_ecr = {"Fn::If": [cdk.Stack.of(self).get_logical_id(condition), {"Fn::Join": ["", [
+            "arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},
+            {"Ref": "AWS::NoValue"}]}
+        nag.acknowledge(handler, f"AwsSolutions-IAM4[Policy::{nag.compact_json(public_ecr)}]",
+                        f"{why}; it pulls OCI Helm charts from ECR Public where that partition has it")
+        nag.acknowledge_generated_function(handler, f"{why}; its runtime is chosen and bumped by aws-cdk-lib")
+        framework = provider.node.find_child("Provider")
+        nag.acknowledge_generated_policy(
+            framework.node.find_child("framework-onEvent").node.find_child("ServiceRole").node.find_child("DefaultPolicy"),
+            f"{why}; the custom-resource framework invokes every version of the kubectl handler")
+        nag.acknowledge_managed_policies(framework, {
+            "service-role/AWSLambdaBasicExecutionRole": f"{why}; the custom-resource framework writes its logs",
+            "service-role/AWSLambdaVPCAccessExecutionRole": f"{why}; the framework runs inside the VPC"})
+        nag.acknowledge_generated_function(framework, f"{why}; the framework's runtime is chosen by aws-cdk-lib")
 
     @staticmethod
     def _validate(version: str, endpoint_access: str, logging: Sequence[str], versions: Mapping[str, str]) -> None:

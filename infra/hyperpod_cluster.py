@@ -15,7 +15,9 @@ from constructs import Construct, IDependable
 from hpdpd.catalogue.instances import INSTANCE_TYPES
 from hpdpd.config.hyperpod import InstanceGroup
 from hpdpd.errors import ConfigError
+from infra import nag
 from infra.arns import arn
+from infra.buckets import secure_bucket
 
 LIFECYCLE_DIR = Path(__file__).parent / "lifecycle"
 LIFECYCLE_PREFIX = "lifecycle"
@@ -56,15 +58,13 @@ class HyperPodCluster(Construct):
         node_provisioning_mode: str | None = "Continuous",
         depends_on: Sequence[IDependable] = (),
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
+        access_logs_bucket: s3.IBucket | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> None:
         self._validate(cluster_name, instance_groups, subnet_ids, security_group_ids, node_recovery)
         super().__init__(scope, id)
-        self.lifecycle_bucket = s3.Bucket(
-            self, "LifecycleBucket", bucket_name=lifecycle_bucket_name,
-            encryption=s3.BucketEncryption.S3_MANAGED, enforce_ssl=True, versioned=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL, object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            removal_policy=removal_policy, auto_delete_objects=removal_policy == cdk.RemovalPolicy.DESTROY)
+        self.lifecycle_bucket = secure_bucket(self, "LifecycleBucket", bucket_name=lifecycle_bucket_name,
+                                              removal_policy=removal_policy, access_logs=access_logs_bucket)
         self.lifecycle_scripts = s3deploy.BucketDeployment(
             self, "LifecycleScripts", sources=[s3deploy.Source.asset(str(LIFECYCLE_DIR))],
             destination_bucket=self.lifecycle_bucket, destination_key_prefix=LIFECYCLE_PREFIX, prune=True)
@@ -74,7 +74,6 @@ class HyperPodCluster(Construct):
             description=f"HyperPod instance role of {cluster_name}: VPC CNI ENIs, image pulls, lifecycle scripts",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(INSTANCE_ROLE_POLICY)])
         self._grant_node_permissions(eks_cluster_arn)
-        self.lifecycle_bucket.grant_read(self.execution_role)
 
         source_uri = f"s3://{lifecycle_bucket_name}/{LIFECYCLE_PREFIX}/"
         self.resource = sagemaker.CfnCluster(
@@ -90,6 +89,7 @@ class HyperPodCluster(Construct):
             tags=[cdk.CfnTag(key=k, value=v) for k, v in sorted((tags or {}).items())] or None,
         )
         self.resource.node.add_dependency(self.lifecycle_scripts, self.execution_role, *depends_on)
+        self._acknowledge_script_copier()
         self._acknowledge_capacity_block_types(region, instance_groups)
         self.instance_groups = tuple(instance_groups)
 
@@ -121,7 +121,7 @@ class HyperPodCluster(Construct):
         def ec2_arn(resource: str) -> str:
             return arn(self, "ec2", f"{resource}/*")
 
-        policy = iam.Policy(self, "NodePolicy", statements=[
+        statements = [
             iam.PolicyStatement(
                 sid="VpcCniEniManagement",
                 actions=["ec2:AssignPrivateIpAddresses", "ec2:AttachNetworkInterface", "ec2:CreateNetworkInterface",
@@ -143,9 +143,35 @@ class HyperPodCluster(Construct):
             iam.PolicyStatement(sid="EcrToken", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
             iam.PolicyStatement(
                 sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"], resources=[eks_cluster_arn]),
-        ])
+            iam.PolicyStatement(
+                sid="ListLifecycleScripts", actions=["s3:ListBucket"], resources=[self.lifecycle_bucket.bucket_arn]),
+            iam.PolicyStatement(
+                sid="ReadLifecycleScripts", actions=["s3:GetObject"],
+                resources=[self.lifecycle_bucket.arn_for_objects(f"{LIFECYCLE_PREFIX}/*")]),
+        ]
+        policy = iam.Policy(self, "NodePolicy", statements=statements)
         policy.attach_to_role(self.execution_role)
         self.node_policy = policy
+        nag.acknowledge_wildcards(policy, statements, {
+            "VpcCniEniManagement": "The VPC CNI creates, attaches and deletes ENIs whose ids are not known in advance; "
+                                   "scoped to this account and Region",
+            "VpcCniTagEnis": "The VPC CNI tags the ENIs it creates; their ids are not known in advance",
+            "DescribeNetworking": "EC2 Describe* actions support no resource-level permissions",
+            "PullImages": "DPD worker and add-on images come from AWS-owned ECR registries in other accounts",
+            "EcrToken": "ecr:GetAuthorizationToken supports no resource-level permissions",
+            "ReadLifecycleScripts": "HyperPod reads every lifecycle script under the prefix it is given",
+        })
+        nag.acknowledge_managed_policies(self.execution_role, {
+            INSTANCE_ROLE_POLICY: "HyperPod requires this AWS managed policy on every instance-group execution role"})
+
+    def _acknowledge_script_copier(self) -> None:
+        """The BucketDeployment handler (aws-cdk-lib) that copies the lifecycle scripts into the bucket."""
+        role = self.lifecycle_scripts.handler_role
+        why = "aws-cdk-lib's BucketDeployment handler copies the lifecycle scripts from the CDK asset bucket"
+        nag.acknowledge_generated_policy(role.node.try_find_child("DefaultPolicy"), f"{why}; it needs these S3 actions on both buckets")
+        nag.acknowledge_managed_policies(role, {"service-role/AWSLambdaBasicExecutionRole": f"{why}; it writes its logs"})
+        function = next(c for c in cdk.Stack.of(self).node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
+        nag.acknowledge_generated_function(function, f"{why}; its runtime is chosen and bumped by aws-cdk-lib")
 
     def _acknowledge_capacity_block_types(self, region: str, groups: Sequence[InstanceGroup]) -> None:
         """Acknowledge rule E3644 on this resource only, for exactly the types and validators that need it."""

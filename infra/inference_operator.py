@@ -36,8 +36,9 @@ from hpdpd.catalogue.operator import (
 from hpdpd.catalogue.versions import parse_addon_version
 from hpdpd.config.operator import ModelBucket, bucket_name_problem
 from hpdpd.errors import ConfigError
-from infra import policies
+from infra import nag, policies
 from infra.arns import arn
+from infra.buckets import secure_bucket
 from infra.eks_cluster import HyperPodEksCluster
 from infra.hyperpod_cluster import HyperPodCluster
 
@@ -90,6 +91,7 @@ class InferenceOperator(Construct):
         observability: ObservabilityOptions | None = None,
         require_dpd: bool = False,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
+        access_logs_bucket: s3.IBucket | None = None,
     ) -> None:
         region = cdk.Stack.of(scope).region
         versions = self._resolve_versions(operator_version, addon_version, prerequisite_versions or {}, require_dpd)
@@ -100,11 +102,9 @@ class InferenceOperator(Construct):
         cluster = eks_cluster.cluster
         self._provider = eks_cluster.oidc_provider
 
-        self.tls_bucket = s3.Bucket(
-            self, "TlsBucket", bucket_name=tls_bucket_name, encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True, versioned=True, block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED, removal_policy=removal_policy,
-            auto_delete_objects=removal_policy == cdk.RemovalPolicy.DESTROY)
+        self._access_logs = access_logs_bucket
+        self.tls_bucket = secure_bucket(self, "TlsBucket", bucket_name=tls_bucket_name, removal_policy=removal_policy,
+                                        access_logs=access_logs_bucket)
         self.model_buckets = [self._model_bucket(i, b, removal_policy) for i, b in enumerate(model_buckets)]
 
         self.execution_role = iam.Role(
@@ -132,6 +132,8 @@ class InferenceOperator(Construct):
                                                   self._irsa("GatedModelRole", GATED_MODEL_SERVICE_ACCOUNTS, like=True)),
                 description="Downloads gated JumpStart models for the inference operator",
                 managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(GATED_MODEL_MANAGED_POLICY)])
+            nag.acknowledge_managed_policies(self.gated_model_role, {
+                GATED_MODEL_MANAGED_POLICY: "The inference add-on expects this AWS managed policy for gated JumpStart models"})
 
         self.prerequisites: dict[str, eks.CfnAddon] = {}
         roles = {"aws-mountpoint-s3-csi-driver": self.s3_csi_role, "aws-fsx-csi-driver": self.fsx_csi_role}
@@ -239,30 +241,35 @@ class InferenceOperator(Construct):
                    *, exact: bool = False) -> iam.Role:
         role = iam.Role(self, id, assumed_by=self._irsa(id, subject, like=not exact), description=description)
         if statements:
-            iam.Policy(self, f"{id}Policy", statements=statements).attach_to_role(role)
+            policy = iam.Policy(self, f"{id}Policy", statements=statements)
+            policy.attach_to_role(role)
+            nag.acknowledge_wildcards(policy, statements, policies.WILDCARD_REASONS)
         return role
 
     def _grant_tls_bucket(self) -> None:
         """The managed policy covers ``hyperpod-tls*`` buckets; the inline grant keeps the role working if the
         managed policy changes, and limits object access to the caller's own account."""
         same_account = {"StringEquals": {"aws:ResourceAccount": cdk.Aws.ACCOUNT_ID}}
-        iam.Policy(self, "ExecutionRoleTlsPolicy", statements=[
+        statements = [
             iam.PolicyStatement(sid="ListTlsBucket", actions=["s3:ListBucket"], resources=[self.tls_bucket.bucket_arn]),
             iam.PolicyStatement(sid="ReadWriteTlsCertificates",
                                 actions=["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject"],
                                 resources=[self.tls_bucket.arn_for_objects("*")], conditions=same_account),
             iam.PolicyStatement(sid="ReadCustomCertificates", actions=["acm:DescribeCertificate", "acm:GetCertificate"],
                                 resources=[arn(self, "acm", "certificate/*")]),
-        ]).attach_to_role(self.execution_role)
+        ]
+        policy = iam.Policy(self, "ExecutionRoleTlsPolicy", statements=statements)
+        policy.attach_to_role(self.execution_role)
+        nag.acknowledge_wildcards(policy, statements, policies.WILDCARD_REASONS)
+        nag.acknowledge_managed_policies(self.execution_role, {
+            EXECUTION_ROLE_MANAGED_POLICY: "The inference add-on expects this AWS managed policy on its execution role "
+                                           "(SageMaker models and endpoints, ACM, ELB, tagged TLS objects)"})
 
     def _model_bucket(self, index: int, bucket: ModelBucket, removal_policy: cdk.RemovalPolicy) -> s3.IBucket:
         if not bucket.create:
             return s3.Bucket.from_bucket_name(self, f"ModelBucket{index}", bucket.name)
-        return s3.Bucket(
-            self, f"ModelBucket{index}", bucket_name=bucket.name, encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True, versioned=True, block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED, removal_policy=removal_policy,
-            auto_delete_objects=removal_policy == cdk.RemovalPolicy.DESTROY)
+        return secure_bucket(self, f"ModelBucket{index}", bucket_name=bucket.name, removal_policy=removal_policy,
+                             access_logs=self._access_logs)
 
     def _configuration(self, hyperpod_cluster: HyperPodCluster) -> dict[str, Any]:
         """The add-on's configuration values (keys as in the add-on schema, not the Helm chart's)."""
@@ -288,13 +295,16 @@ class InferenceOperator(Construct):
                 "StringEquals": {"aws:SourceAccount": stack.account},
                 "ArnEquals": {"aws:SourceArn": cluster.cluster_arn}}).with_session_tags(),
             description="HyperPod observability collector: remote-writes DPD metrics to Amazon Managed Prometheus")
-        iam.Policy(self, "ObservabilityPolicy", statements=[
+        statements = [
             iam.PolicyStatement(sid="RemoteWriteMetrics", actions=["aps:RemoteWrite"], resources=[arn(self, "aps", "workspace/*")]),
             iam.PolicyStatement(sid="WriteClusterLogs", actions=[
                 "logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
                 resources=[arn(self, "logs", "log-group:/aws/sagemaker/Clusters/*"),
                            arn(self, "logs", "log-group:/aws/sagemaker/Clusters/*:log-stream:*")]),
-        ]).attach_to_role(role)
+        ]
+        policy = iam.Policy(self, "ObservabilityPolicy", statements=statements)
+        policy.attach_to_role(role)
+        nag.acknowledge_wildcards(policy, statements, policies.WILDCARD_REASONS)
         self.observability_role = role
         self.observability_addon = eks.CfnAddon(
             self, "ObservabilityAddon", cluster_name=cluster.cluster_name, addon_name=OBSERVABILITY_ADDON,

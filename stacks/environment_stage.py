@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import aws_cdk as cdk
+import cdk_nag
 from constructs import Construct
 
 from hpdpd.config import EnvironmentConfig
@@ -30,6 +31,9 @@ class EnvironmentStage(cdk.Stage):
         self.platform.add_stack_dependency(self.network)
         for key, value in {"project": "hyperpod-dpd", **config.tags}.items():
             cdk.Tags.of(self).add(key, value)
+        # Security gates on every synth: cdk-nag's AwsSolutions pack. Findings fail synthesis unless acknowledged
+        # on the one construct they concern, with a reason (see infra/nag.py).
+        cdk.Validations.of(self).add_plugins(cdk_nag.AwsSolutionsChecks(self))
 
     @property
     def stacks(self) -> list[cdk.Stack]:

@@ -8,6 +8,7 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from hpdpd.config import EnvironmentConfig
+from infra.buckets import access_logs_bucket
 from infra.eks_cluster import HyperPodEksCluster
 from infra.efa_network import EfaNetwork
 from infra.hyperpod_cluster import HyperPodCluster
@@ -21,6 +22,7 @@ class PlatformStack(cdk.Stack):
                  **kwargs: Any) -> None:
         super().__init__(scope, id, **kwargs)
         policy = removal_policy(config)
+        self.access_logs = access_logs_bucket(self, "AccessLogs", removal_policy=policy)
         eks_cfg, hp_cfg = config.eks, config.hyperpod
 
         self.eks = HyperPodEksCluster(
@@ -64,6 +66,7 @@ class PlatformStack(cdk.Stack):
             node_provisioning_mode=hp_cfg.node_provisioning_mode,
             depends_on=[self.hyperpod_dependencies, *self.eks.addons.values()],
             removal_policy=policy,
+            access_logs_bucket=self.access_logs,
             tags=config.tags,
         )
         operator = config.operator
@@ -82,6 +85,7 @@ class PlatformStack(cdk.Stack):
             if operator.observability.enabled else None,
             require_dpd=bool(config.endpoints),
             removal_policy=policy,
+            access_logs_bucket=self.access_logs,
         )
         cdk.CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
         cdk.CfnOutput(self, "HyperPodClusterArn", value=self.hyperpod.resource.attr_cluster_arn)

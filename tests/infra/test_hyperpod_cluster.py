@@ -65,9 +65,18 @@ def test_cluster_is_orchestrated_by_the_eks_cluster_in_the_gpu_subnet_with_the_e
 def test_cluster_is_created_after_the_dependencies_chart_and_core_addons(dev) -> None:
     _, cluster, template = dev
     chart_id = next(k for k, v in template["Resources"].items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart")
-    addon_ids = {k for k, v in template["Resources"].items() if v["Type"] == "AWS::EKS::Addon"}
+    addon_ids = {k for k, v in template["Resources"].items() if v["Type"] == "AWS::EKS::Addon" and k.startswith("EksAddon")}
     assert chart_id in cluster["DependsOn"]
     assert addon_ids <= set(cluster["DependsOn"])
+
+
+def test_lifecycle_scripts_are_read_without_wildcard_actions(dev) -> None:
+    _, _, template = dev
+    node_policy = next(v for k, v in template["Resources"].items() if k.startswith("HyperPodNodePolicy"))
+    statements = {s["Sid"]: s for s in node_policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert statements["ReadLifecycleScripts"]["Action"] == "s3:GetObject"
+    assert statements["ListLifecycleScripts"]["Action"] == "s3:ListBucket"
+    assert statements["ReadLifecycleScripts"]["Resource"]["Fn::Join"][1][-1] == "/lifecycle/*"
 
 
 def test_lifecycle_script_comes_from_an_encrypted_tls_only_sagemaker_bucket(dev) -> None:
@@ -80,10 +89,11 @@ def test_lifecycle_script_comes_from_an_encrypted_tls_only_sagemaker_bucket(dev)
         "BucketEncryption": {"ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]},
         "PublicAccessBlockConfiguration": {"BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True,
                                            "RestrictPublicBuckets": True},
-        "VersioningConfiguration": {"Status": "Enabled"}})
-    (policy,) = t.find_resources("AWS::S3::BucketPolicy").values()
-    deny = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
-    assert deny and deny[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        "VersioningConfiguration": {"Status": "Enabled"},
+        "LoggingConfiguration": {"LogFilePrefix": "s3-access-logs/LifecycleBucket/"}})
+    for policy in t.find_resources("AWS::S3::BucketPolicy").values():
+        deny = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+        assert deny and deny[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
 
 def test_execution_role_is_least_privilege_and_partition_aware(dev) -> None:
@@ -107,8 +117,10 @@ def test_execution_role_is_least_privilege_and_partition_aware(dev) -> None:
 
 
 def test_prod_retains_the_lifecycle_bucket_and_dev_cleans_it_up(synthesized) -> None:
-    (prod_bucket,) = synthesized.resources("prod", "platform", "AWS::S3::Bucket").values()
-    (dev_bucket,) = synthesized.resources("dev", "platform", "AWS::S3::Bucket").values()
+    (prod_bucket,) = [v for k, v in synthesized.resources("prod", "platform", "AWS::S3::Bucket").items()
+                      if k.startswith("HyperPodLifecycleBucket")]
+    (dev_bucket,) = [v for k, v in synthesized.resources("dev", "platform", "AWS::S3::Bucket").items()
+                     if k.startswith("HyperPodLifecycleBucket")]
     assert (prod_bucket["DeletionPolicy"], prod_bucket["UpdateReplacePolicy"]) == ("Retain", "Retain")
     assert dev_bucket["DeletionPolicy"] == "Delete"
     assert synthesized.resources("dev", "platform", "Custom::S3AutoDeleteObjects")

@@ -1,0 +1,94 @@
+"""Acknowledging cdk-nag findings precisely: one construct, one finding, one reason.
+
+cdk-nag (v3, through ``cdk.Validations``) names wildcard findings by the rendered action or resource, e.g.
+``AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:us-west-2:111111111111:instance/*]``. The helpers here
+render statements the same way, so each wildcard is acknowledged by its exact finding id with the reason written
+next to the statement that needs it; a new wildcard is never covered by an old acknowledgment.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import IConstruct
+
+PLUGIN = "AwsSolutions"
+
+
+def acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
+    """Acknowledge one cdk-nag finding (``AwsSolutions-IAM4[Policy::...]``) on one construct and its children."""
+    cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id=f"{PLUGIN}::{rule}", reason=reason))
+
+
+def render(scope: IConstruct, value: Any) -> str:
+    """A CloudFormation value as cdk-nag prints it: ``{"Ref": X}`` -> ``<X>``, ``Fn::GetAtt`` -> ``<X.Attr>``."""
+    resolved = cdk.Stack.of(scope).resolve(value)
+    return _render(resolved)
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        if "Ref" in value:
+            return f"<{value['Ref']}>"
+        if "Fn::GetAtt" in value:
+            return f"<{value['Fn::GetAtt'][0]}.{value['Fn::GetAtt'][1]}>"
+        if "Fn::Join" in value:
+            separator, parts = value["Fn::Join"]
+            return separator.join(_render(p) for p in parts)
+    return compact_json(value)
+
+
+def compact_json(value: Any) -> str:
+    """JSON as cdk-nag embeds unrenderable values in finding ids."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def acknowledge_managed_policies(construct: IConstruct, reasons: Mapping[str, str]) -> None:
+    """Acknowledge IAM4 for AWS managed policies by name (``service-role/AWSLambdaBasicExecutionRole``)."""
+    for name, reason in reasons.items():
+        acknowledge(construct, f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]", reason)
+
+
+def acknowledge_wildcards(policy: IConstruct, statements: Iterable[iam.PolicyStatement], reasons: Mapping[str, str]) -> None:
+    """Acknowledge IAM5 for every wildcard action and resource of ``statements`` (by their ``sid``)."""
+    for statement in statements:
+        data = cdk.Stack.of(policy).resolve(statement.to_statement_json())
+        sid = data.get("Sid")
+        findings = [f"Action::{a}" for a in _as_list(data.get("Action")) if "*" in a]
+        findings += [f"Resource::{_render(r)}" for r in _as_list(data.get("Resource")) if "*" in _render(r)]
+        if findings and sid not in reasons:
+            raise KeyError(f"statement {sid!r} of {policy.node.path} has wildcards {findings} but no reason")
+        for finding in findings:
+            acknowledge(policy, f"AwsSolutions-IAM5[{finding}]", reasons[sid])
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def acknowledge_generated_policy(policy: IConstruct | None, reason: str) -> None:
+    """Acknowledge the wildcards of a policy that aws-cdk-lib generates for its own handlers (asset copies,
+    custom-resource frameworks). Each finding is still acknowledged by its exact id, as computed from the policy
+    document at the time of the call: call it after the construct that owns the handler is complete."""
+    if policy is None:
+        raise ValueError("no generated policy found to acknowledge")
+    document = cdk.Stack.of(policy).resolve(policy.document.to_json())  # type: ignore[attr-defined]
+    for data in _as_list(document.get("Statement")):
+        findings = [f"Action::{a}" for a in _as_list(data.get("Action")) if "*" in a]
+        findings += [f"Resource::{_render(r)}" for r in _as_list(data.get("Resource")) if "*" in _render(r)]
+        for finding in findings:
+            acknowledge(policy, f"AwsSolutions-IAM5[{finding}]", reason)
+
+
+def acknowledge_generated_function(function: IConstruct | None, reason: str) -> None:
+    """AwsSolutions-L1 on a Lambda function whose runtime aws-cdk-lib chooses (bumped with aws-cdk-lib)."""
+    if function is None:
+        raise ValueError("no generated function found to acknowledge")
+    acknowledge(function, "AwsSolutions-L1", reason)
