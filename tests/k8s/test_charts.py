@@ -1,0 +1,143 @@
+"""Charts of every environment: schema-valid for the CRD and the cluster's Kubernetes, labelled, pinned, snapshotted."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cdk8s
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from hpdpd.config import EnvironmentConfig, load_all
+from hpdpd.config.endpoints import EndpointConfig, parse_endpoint
+from hpdpd.errors import ConfigError, ConfigWarning
+from k8s.charts import EndpointChart, add_environment_charts
+
+Manifest = dict[str, Any]
+CRD = Path(__file__).resolve().parents[2] / "k8s" / "crds" / "inference.sagemaker.aws.amazon.com_inferenceendpointconfigs.yaml"
+MODEL = {"name": "Llama-3.3-70B-Instruct", "parameters_billion": 70,
+         "s3": {"bucket": "models-bucket", "prefix": "Llama-3.3-70B-Instruct", "region": "us-west-2"}}
+
+# Environments without endpoints in their file get one in Python, so every environment renders something.
+PYTHON_ENDPOINTS: dict[str, dict[str, Any]] = {
+    "staging": {"name": "llama-staging", "namespace": "llm", "model": MODEL, "instance_type": "ml.p5en.48xlarge",
+                "max_model_len": 16384, "routing": {"strategy": "session"},
+                "prefill": {"replicas": 2, "instance_group": "prefill"}, "decode": {"instance_group": "decode"}},
+    "prod": {"name": "llama-prod", "namespace": "llm", "model": {**MODEL, "s3": {**MODEL["s3"], "region": "us-east-1"}},
+             "instance_type": "ml.p6-b200.48xlarge", "max_model_len": 32768, "routing": {"strategy": "roundrobin"},
+             "pd_buffer_size": 17179869184,
+             "prefill": {"replicas": 3, "instance_group": "prefill", "max_unavailable": 1},
+             "decode": {"instance_group": "decode", "max_unavailable": 0},
+             "router": {"client_namespaces": ["apps"], "allowed_cidrs": ["10.192.0.0/16"],
+                        "ingress": {"host": "llm.example.com", "scheme": "internal"}}},
+}
+
+
+@pytest.fixture(scope="module")
+def environments() -> dict[str, EnvironmentConfig]:
+    return {env.name: env for env in load_all()}
+
+
+@pytest.fixture(scope="module")
+def charts(environments: dict[str, EnvironmentConfig]) -> dict[str, list[EndpointChart]]:
+    built = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigWarning)  # the committed and example endpoints are warning-free
+        for name, env in environments.items():
+            extra = [parse_endpoint(PYTHON_ENDPOINTS[name])] if name in PYTHON_ENDPOINTS else []
+            built[name] = add_environment_charts(cdk8s.App(), env, extra_endpoints=extra)
+    return built
+
+
+@pytest.fixture(scope="module")
+def rendered(charts: dict[str, list[EndpointChart]]) -> dict[str, dict[str, list[Manifest]]]:
+    return {env: {chart.node.id: chart.to_json() for chart in env_charts} for env, env_charts in charts.items()}
+
+
+@pytest.fixture(scope="module")
+def crd_validator() -> jsonschema.Draft7Validator:
+    crd = yaml.safe_load(CRD.read_text())
+    [v1] = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    return jsonschema.Draft7Validator(v1["schema"]["openAPIV3Schema"])
+
+
+def _all(rendered: dict[str, dict[str, list[Manifest]]]) -> list[tuple[str, Manifest]]:
+    return [(env, m) for env, charts in rendered.items() for manifests in charts.values() for m in manifests]
+
+
+def test_every_environment_renders_one_chart_per_endpoint(rendered: dict[str, dict[str, list[Manifest]]]) -> None:
+    assert {env: sorted(charts) for env, charts in rendered.items()} == {
+        "dev": ["llama-3-3-70b"], "prod": ["llama-prod"], "staging": ["llama-staging"]}
+    kinds = sorted(m["kind"] for m in rendered["prod"]["llama-prod"])
+    assert kinds == ["InferenceEndpointConfig", "Ingress", "NetworkPolicy", "NetworkPolicy", "PodDisruptionBudget",
+                     "PodDisruptionBudget", "Service"]
+
+
+def test_every_custom_resource_matches_the_crd_schema(rendered: dict[str, dict[str, list[Manifest]]],
+                                                      crd_validator: jsonschema.Draft7Validator) -> None:
+    resources = [(env, m) for env, m in _all(rendered) if m["kind"] == "InferenceEndpointConfig"]
+    assert len(resources) == 3
+    for env, manifest in resources:
+        errors = [f"{list(e.absolute_path)}: {e.message}" for e in crd_validator.iter_errors(manifest)]
+        assert errors == [], (env, manifest["metadata"]["name"])
+
+
+def test_every_core_object_passes_kubernetes_validate_strict(rendered: dict[str, dict[str, list[Manifest]]],
+                                                             environments: dict[str, EnvironmentConfig]) -> None:
+    core = [(env, m) for env, m in _all(rendered) if m["kind"] != "InferenceEndpointConfig"]
+    assert len(core) == 16
+    for env, manifest in core:
+        kubernetes_validate.validate(manifest, environments[env].eks.version, strict=True)
+
+
+def test_every_object_is_labelled_with_its_endpoint(rendered: dict[str, dict[str, list[Manifest]]]) -> None:
+    for _, charts in rendered.items():
+        for name, manifests in charts.items():
+            for manifest in manifests:
+                labels = manifest["metadata"]["labels"]
+                assert labels["app.kubernetes.io/managed-by"] == "hyperpod-dpd"
+                assert labels["hyperpod-dpd/endpoint"] == name
+
+
+def test_endpoints_are_pinned_to_their_environments_gpu_az(rendered: dict[str, dict[str, list[Manifest]]],
+                                                           environments: dict[str, EnvironmentConfig]) -> None:
+    for env, manifest in _all(rendered):
+        if manifest["kind"] == "InferenceEndpointConfig":
+            topology = manifest["spec"]["pdSpec"]["topologySpec"]
+            assert topology == {"sameAZ": True, "availabilityZone": environments[env].network.gpu_availability_zone}
+
+
+def test_dev_manifests_match_the_snapshot(rendered: dict[str, dict[str, list[Manifest]]], snapshot: Any) -> None:
+    assert rendered["dev"]["llama-3-3-70b"] == snapshot
+
+
+def test_app_synthesis_writes_validated_files(tmp_path: Path, environments: dict[str, EnvironmentConfig]) -> None:
+    app = cdk8s.App(outdir=str(tmp_path))
+    add_environment_charts(app, environments["dev"])
+    app.synth()
+    [written] = list(tmp_path.glob("*.k8s.yaml"))
+    kinds = [doc["kind"] for doc in yaml.safe_load_all(written.read_text())]
+    assert kinds[0] == "InferenceEndpointConfig" and len(kinds) == 6
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    ({"prefill": {"instance_group": "gpu"}, "namespace": "other"},
+     "environment dev: endpoints[1].prefill.instance_group: 'gpu': is not an instance group"),
+    ({"name": "llama-3-3-70b", "namespace": "other"},
+     "environment dev: endpoints[1].name: 'llama-3-3-70b': duplicate endpoint name (also endpoints[0])"),
+    ({"topology": {"availability_zone": "us-west-2b"}, "namespace": "other"},
+     "environment dev: endpoints[1].topology.availability_zone: 'us-west-2b': must be network.gpu_availability_zone"),
+])
+def test_python_endpoints_are_cross_checked_against_the_environment(
+        environments: dict[str, EnvironmentConfig], make_endpoint: Callable[..., EndpointConfig],
+        extra: dict[str, Any], expected: str) -> None:
+    app = cdk8s.App()
+    with pytest.raises(ConfigError) as raised:
+        add_environment_charts(app, environments["dev"], extra_endpoints=[make_endpoint(**extra)])
+    assert str(raised.value).startswith(expected), str(raised.value)
+    assert app.charts == []
