@@ -25,6 +25,7 @@ from hpdpd.errors import ConfigError, Issue
 
 CRD_DIR = Path(__file__).resolve().parent / "crds"
 _REQUIRED = re.compile(r"^'([^']+)' is a required property$")
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @functools.lru_cache(maxsize=1)
@@ -55,9 +56,13 @@ def describe(manifest: Mapping[str, Any]) -> str:
 
 
 def _path(parts: Iterable[Any]) -> str:
+    """``spec.worker.args[0]``; keys that contain dots or slashes are quoted: ``requests['nvidia.com/gpu']``."""
     out = ""
     for part in parts:
-        out = join(out, part)
+        if isinstance(part, str) and not _PLAIN_KEY.fullmatch(part):
+            out += f"[{part!r}]"
+        else:
+            out = join(out, part)
     return out or "<root>"
 
 
