@@ -11,6 +11,7 @@ from constructs import Construct
 
 from hpdpd.config.network import CreateVpc, ExistingVpc
 from hpdpd.errors import ConfigError
+from infra import guardrails
 
 # FSx for Lustre client ports (https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html).
 LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
@@ -98,6 +99,10 @@ class EfaNetwork(Construct):
             "S3Endpoint", service=ec2.GatewayVpcEndpointAwsService.S3,
             subnets=[ec2.SubnetSelection(subnets=[*vpc.private_subnets, gpu])])
         self.efa_security_group: ec2.ISecurityGroup = self._efa_security_group(vpc)
+        provider = cdk.Stack.of(self).node.try_find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        if provider is not None:
+            guardrails.acknowledge(provider, "HPDPD-IAM1", "aws-cdk-lib's provider that empties the default security "
+                                   "group writes ARNs with the partition of the stack's Region")
 
     def _nat_gateway_id(self, vpc: ec2.Vpc) -> str:
         """The NAT gateway in the GPU AZ (the first public subnet, see the AZ order above)."""

@@ -15,7 +15,7 @@ from constructs import Construct, IDependable
 from hpdpd.catalogue.instances import INSTANCE_TYPES
 from hpdpd.config.hyperpod import InstanceGroup
 from hpdpd.errors import ConfigError
-from infra import nag
+from infra import guardrails, nag
 from infra.arns import arn
 from infra.buckets import secure_bucket
 
@@ -168,7 +168,10 @@ class HyperPodCluster(Construct):
         """The BucketDeployment handler (aws-cdk-lib) that copies the lifecycle scripts into the bucket."""
         role = self.lifecycle_scripts.handler_role
         why = "aws-cdk-lib's BucketDeployment handler copies the lifecycle scripts from the CDK asset bucket"
-        nag.acknowledge_generated_policy(role.node.try_find_child("DefaultPolicy"), f"{why}; it needs these S3 actions on both buckets")
+        policy = role.node.try_find_child("DefaultPolicy")
+        nag.acknowledge_generated_policy(policy, f"{why}; it needs these S3 actions on both buckets")
+        guardrails.acknowledge(policy, "HPDPD-IAM1", f"{why}; aws-cdk-lib writes the asset bucket ARN with the partition "
+                                                     "of the stack's Region")
         nag.acknowledge_managed_policies(role, {"service-role/AWSLambdaBasicExecutionRole": f"{why}; it writes its logs"})
         function = next(c for c in cdk.Stack.of(self).node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
         nag.acknowledge_generated_function(function, f"{why}; its runtime is chosen and bumped by aws-cdk-lib")

@@ -1,0 +1,8 @@
+"""All of hyperpod-dpd's own rules, one module per service."""
+
+from infra.guardrails.rules import eks, hyperpod, iam, manifests, s3
+from infra.guardrails.rules.base import Finding, Rule, Settings
+
+RULES: tuple[Rule, ...] = (*eks.RULES, *hyperpod.RULES, *s3.RULES, *iam.RULES, *manifests.RULES)
+
+__all__ = ["RULES", "Finding", "Rule", "Settings"]
