@@ -1,0 +1,149 @@
+"""Roofline formulas for one vLLM replica (``tensor_parallel`` GPUs of one node) and for the KV transfer over EFA.
+
+Units: seconds, bytes, tokens. One engine step processes ``batch`` decode tokens (each attending over its own
+context) plus, in colocated serving, one prefill chunk; its time is the larger of HBM traffic and compute, plus the
+tensor-parallel all-reduces, which do not overlap with either in vLLM's decode path.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hpdpd.catalogue.instances import InstanceSpec
+from hpdpd.catalogue.models import ModelSpec
+from hpdpd.planner.calibration import Calibration
+
+ACTIVATION_BYTES = 2  # BF16 activations in the all-reduces
+
+
+def prefill_flops(model: ModelSpec, tokens: float, context: float = 0.0) -> float:
+    """FLOPs to prefill ``tokens`` new tokens after ``context`` cached ones.
+
+    2 x active parameters per token for the matmuls, plus causal attention: each new token at position p costs
+    4 x layers x heads x head_dim x p (QK^T and PV), summed over the chunk.
+    """
+    attention = 4 * model.layers * model.attention_width * tokens * (context + tokens / 2)
+    return 2 * model.active_parameters * tokens + attention
+
+
+def allreduce_seconds(*, nbytes: float, tensor_parallel: int, nvlink_gbps: float, calibration: Calibration) -> float:
+    """Ring all-reduce of ``nbytes`` per GPU: each GPU sends 2(n-1)/n of it over unidirectional NVLink."""
+    if tensor_parallel <= 1:
+        return 0.0
+    bus = nvlink_gbps / 2 * 1e9 * calibration.nvlink_efficiency
+    return calibration.allreduce_latency_s + nbytes * 2 * (tensor_parallel - 1) / tensor_parallel / bus
+
+
+@dataclass(frozen=True)
+class StepCosts:
+    """Per-step cost coefficients of one replica, precomputed so that evaluating a step is a few float operations."""
+
+    dense_weights_s: float  # reading the non-expert weights once (per GPU)
+    expert_weights_s: float  # reading every routed expert once (0 for dense models)
+    expert_miss: float  # 1 - experts_per_token / experts: chance one token skips a given expert
+    kv_read_s_per_token: float  # reading one cached token's KV slice on one GPU
+    linear_s_per_token: float  # matmul FLOPs of one token at calibrated throughput
+    attention_s_per_pair: float  # attention FLOPs of one (query token, cached token) pair
+    comm_fixed_s: float  # latency of a step's all-reduces
+    comm_s_per_token: float  # bandwidth part of a step's all-reduces, per token in the step
+
+
+def step_costs(*, model: ModelSpec, instance: InstanceSpec, tensor_parallel: int,
+               calibration: Calibration) -> StepCosts:
+    gpu = instance.gpu
+    if gpu is None:
+        raise ValueError(f"{instance.name} has no GPU")
+    tp = tensor_parallel
+    hbm = gpu.hbm_bandwidth_gbps * 1e9 * calibration.hbm_efficiency
+    efficiency = calibration.moe_prefill_efficiency if model.is_moe else calibration.prefill_efficiency
+    flops = tp * gpu.bf16_dense_tflops * 1e12 * efficiency
+    expert_bytes = model.expert_parameters * model.bytes_per_param
+    allreduces = 2 * model.layers  # after attention and after the MLP of every layer
+    per_token = allreduce_seconds(nbytes=model.hidden_size * ACTIVATION_BYTES, tensor_parallel=tp,
+                                  nvlink_gbps=gpu.nvlink_bandwidth_gbps, calibration=calibration)
+    latency = calibration.allreduce_latency_s if tp > 1 else 0.0
+    return StepCosts(
+        dense_weights_s=(model.weight_bytes - expert_bytes) / tp / hbm,
+        expert_weights_s=expert_bytes / tp / hbm,
+        expert_miss=1 - model.experts_per_token / model.experts if model.is_moe else 1.0,
+        kv_read_s_per_token=model.kv_bytes_per_token_per_rank(tp) / hbm,
+        linear_s_per_token=2 * model.active_parameters / flops,
+        attention_s_per_pair=4 * model.layers * model.attention_width / flops,
+        comm_fixed_s=allreduces * latency,
+        comm_s_per_token=allreduces * (per_token - latency),
+    )
+
+
+def step_seconds(costs: StepCosts, *, batch: float, context: float, chunk: float = 0.0,
+                 chunk_context: float = 0.0) -> float:
+    """One engine step: ``batch`` decode tokens over ``context`` cached tokens in total, plus a prefill chunk."""
+    tokens = batch + chunk
+    if tokens <= 0:
+        return 0.0
+    touched = 1.0 - costs.expert_miss ** tokens if costs.expert_weights_s else 0.0
+    memory = (costs.dense_weights_s + costs.expert_weights_s * touched
+              + (context + chunk_context) * costs.kv_read_s_per_token)
+    compute = (tokens * costs.linear_s_per_token
+               + (context + chunk * (chunk_context + chunk / 2)) * costs.attention_s_per_pair)
+    return max(memory, compute) + costs.comm_fixed_s + tokens * costs.comm_s_per_token
+
+
+def chunks(tokens: int, chunk_tokens: int) -> tuple[tuple[int, int], ...]:
+    """(chunk size, tokens before it) for chunked prefill of a prompt."""
+    return tuple((min(chunk_tokens, tokens - start), start) for start in range(0, tokens, chunk_tokens))
+
+
+def prefill_seconds(costs: StepCosts, *, tokens: int, chunk_tokens: int) -> float:
+    """Prefill of one prompt on an otherwise idle replica (the DPD prefiller), chunk by chunk."""
+    return sum(step_seconds(costs, batch=0, context=0, chunk=size, chunk_context=start)
+               for size, start in chunks(tokens, chunk_tokens))
+
+
+def efa_bytes_per_s(*, instance: InstanceSpec, tensor_parallel: int, calibration: Calibration) -> float:
+    """Effective KV bandwidth between two nodes: each TP rank drives its GPU's share of the EFA interfaces."""
+    if not instance.gpu_count:
+        return 0.0
+    line_rate = instance.efa_bandwidth_gbps * 1e9 / 8
+    return line_rate * min(tensor_parallel, instance.gpu_count) / instance.gpu_count * calibration.efa_efficiency
+
+
+def kv_transfer_seconds(*, model: ModelSpec, instance: InstanceSpec, tensor_parallel: int, tokens: float,
+                        calibration: Calibration) -> float:
+    """Moving a prompt's KV from prefiller to decoder: the ranks send their slices in parallel, plus a fixed cost."""
+    per_rank = efa_bytes_per_s(instance=instance, tensor_parallel=tensor_parallel, calibration=calibration)
+    per_rank /= min(tensor_parallel, instance.gpu_count)
+    return tokens * model.kv_bytes_per_token_per_rank(tensor_parallel) / per_rank + calibration.transfer_fixed_s
+
+
+def free_bytes_per_gpu(*, model: ModelSpec, instance: InstanceSpec, tensor_parallel: int, utilization: float,
+                       calibration: Calibration, reserved_bytes: float = 0.0) -> float:
+    """HBM per GPU left for the KV cache after weights, non-KV overhead and ``reserved_bytes`` (the PD buffer)."""
+    gpu = instance.gpu
+    if gpu is None:
+        return 0.0
+    usable = gpu.memory_gib * 1024**3 * utilization
+    return usable - model.weight_bytes / tensor_parallel - calibration.non_kv_overhead_bytes - reserved_bytes
+
+
+def kv_capacity_tokens(*, model: ModelSpec, instance: InstanceSpec, tensor_parallel: int, utilization: float,
+                       calibration: Calibration, reserved_bytes: float = 0.0) -> float:
+    """How many tokens of KV one replica can hold."""
+    free = free_bytes_per_gpu(model=model, instance=instance, tensor_parallel=tensor_parallel,
+                              utilization=utilization, calibration=calibration, reserved_bytes=reserved_bytes)
+    return max(0.0, free) / model.kv_bytes_per_token_per_rank(tensor_parallel)
+
+
+def valid_tensor_parallel_sizes(model: ModelSpec, instance: InstanceSpec) -> tuple[int, ...]:
+    """Powers of two up to the node's GPU count that split the attention heads evenly (vLLM's requirement)."""
+    sizes = []
+    tp = 1
+    while tp <= instance.gpu_count:
+        if model.attention_heads % tp == 0:
+            sizes.append(tp)
+        tp *= 2
+    return tuple(sizes)
+
+
+def next_power_of_two(value: float) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1.0, value))))

@@ -1,0 +1,139 @@
+"""What is served: prompt and output length distributions, and the load as concurrency or request rate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LengthDistribution:
+    """A discrete distribution of token counts: ``points`` are (tokens, probability), probabilities sum to 1."""
+
+    points: tuple[tuple[int, float], ...]
+
+    def __post_init__(self) -> None:
+        if not self.points:
+            raise ValueError("needs at least one length")
+        for tokens, probability in self.points:
+            if tokens < 1:
+                raise ValueError(f"lengths must be at least 1 token, got {tokens}")
+            if probability <= 0:
+                raise ValueError(f"weights must be positive, got {probability}")
+        if abs(sum(p for _, p in self.points) - 1.0) > 1e-9:
+            raise ValueError("probabilities must sum to 1")
+
+    @classmethod
+    def fixed(cls, tokens: int) -> "LengthDistribution":
+        return cls(((tokens, 1.0),))
+
+    @classmethod
+    def weighted(cls, pairs: list[tuple[int, float]]) -> "LengthDistribution":
+        """Merge equal lengths and normalise the weights."""
+        merged: dict[int, float] = {}
+        for tokens, weight in pairs:
+            if weight <= 0:
+                raise ValueError(f"weights must be positive, got {weight:g}")
+            merged[tokens] = merged.get(tokens, 0.0) + weight
+        total = sum(merged.values())
+        return cls(tuple((t, w / total) for t, w in sorted(merged.items())))
+
+    @classmethod
+    def parse(cls, text: str) -> "LengthDistribution":
+        """``8192``, ``2048,8192`` (equally likely) or ``2048:3,8192:1`` (weighted)."""
+        pairs: list[tuple[int, float]] = []
+        for item in text.split(","):
+            tokens_text, _, weight_text = item.strip().partition(":")
+            try:
+                tokens = int(tokens_text)
+                weight = float(weight_text) if weight_text else 1.0
+            except ValueError:
+                raise ValueError("expected N, N,M or N:weight,M:weight with whole token counts") from None
+            if tokens < 1:
+                raise ValueError(f"lengths must be at least 1 token, got {tokens}")
+            pairs.append((tokens, weight))
+        return cls.weighted(pairs)
+
+    @property
+    def mean(self) -> float:
+        return sum(t * p for t, p in self.points)
+
+    @property
+    def second_moment(self) -> float:
+        return sum(t * t * p for t, p in self.points)
+
+    @property
+    def maximum(self) -> int:
+        return max(t for t, _ in self.points)
+
+    def share_at_least(self, threshold: int) -> float:
+        return sum(p for t, p in self.points if t >= threshold)
+
+    def describe(self) -> str:
+        if len(self.points) == 1:
+            return str(self.points[0][0])
+        return ",".join(f"{t}:{p:.3g}" for t, p in self.points)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Prompt and output lengths plus the loads to predict: closed-loop concurrencies or open-loop request rates."""
+
+    inputs: LengthDistribution
+    outputs: LengthDistribution
+    concurrency: tuple[int, ...] = ()
+    request_rates: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if bool(self.concurrency) == bool(self.request_rates):
+            raise ValueError("give either concurrency levels or request rates")
+        if min(t for t, _ in self.outputs.points) < 2:
+            raise ValueError("output lengths must be at least 2 tokens: TPOT is the time between output tokens")
+        if any(c < 1 for c in self.concurrency):
+            raise ValueError("concurrency must be at least 1")
+        if any(r <= 0 for r in self.request_rates):
+            raise ValueError("request rates must be positive")
+
+    @property
+    def closed_loop(self) -> bool:
+        return bool(self.concurrency)
+
+    @property
+    def loads(self) -> tuple[float, ...]:
+        return tuple(float(c) for c in self.concurrency) or self.request_rates
+
+    @property
+    def decode_context(self) -> float:
+        """Mean context of a decoding request: its prompt plus, weighted by time spent decoding, half its output."""
+        outputs = self.outputs
+        return self.inputs.mean + outputs.second_moment / (2 * outputs.mean)
+
+    @property
+    def peak_tokens(self) -> int:
+        """The longest request, prompt plus output: what ``max_model_len`` must admit."""
+        return self.inputs.maximum + self.outputs.maximum
+
+
+def parse_counts(text: str) -> tuple[int, ...]:
+    """``8,16,32`` -> (8, 16, 32); positive whole numbers, sorted, duplicates dropped."""
+    try:
+        values = {int(v) for v in text.split(",") if v.strip()}
+    except ValueError:
+        raise ValueError("expected whole numbers separated by commas, e.g. 8,16,32") from None
+    if not values:
+        raise ValueError("expected at least one value")
+    if min(values) < 1:
+        raise ValueError("values must be at least 1")
+    return tuple(sorted(values))
+
+
+def parse_rates(text: str) -> tuple[float, ...]:
+    """``0.5,1,2`` -> (0.5, 1.0, 2.0) requests per second."""
+    try:
+        values = {float(v) for v in text.split(",") if v.strip()}
+    except ValueError:
+        raise ValueError("expected numbers separated by commas, e.g. 0.5,1,2") from None
+    if not values:
+        raise ValueError("expected at least one value")
+    if min(values) <= 0 or any(v != v or v == float("inf") for v in values):
+        raise ValueError("rates must be positive and finite")
+    return tuple(sorted(values))

@@ -1,0 +1,167 @@
+"""Roofline and transfer formulas against values worked out by hand from the catalogue figures."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hpdpd.catalogue.instances import DPD_INSTANCE_TYPES, instance
+from hpdpd.catalogue.models import MODELS
+from hpdpd.planner.calibration import DEFAULT_CALIBRATION as CAL
+from hpdpd.planner.formulas import (
+    allreduce_seconds,
+    chunks,
+    efa_bytes_per_s,
+    free_bytes_per_gpu,
+    kv_capacity_tokens,
+    kv_transfer_seconds,
+    next_power_of_two,
+    prefill_flops,
+    prefill_seconds,
+    step_costs,
+    step_seconds,
+    valid_tensor_parallel_sizes,
+)
+
+LLAMA_70B = MODELS["Llama-3.3-70B"]
+P5 = instance("ml.p5.48xlarge")
+H100_FLOPS = 989.4e12
+H100_HBM = 3350e9
+GIB = 1024**3
+
+
+def test_prefill_flops_are_matmuls_plus_causal_attention() -> None:
+    # GIVEN 8,192 prompt tokens of Llama-3.3-70B (80 layers, 64 heads x 128 = 8,192 attention width)
+    # THEN 2 x 70,553,706,496 per token, plus 4 x 80 x 8192 x 8192 x (0 + 8192 / 2) for attention
+    expected = 2 * 70_553_706_496 * 8192 + 4 * 80 * 8192 * 8192 * 4096
+    assert prefill_flops(LLAMA_70B, 8192) == pytest.approx(expected)
+    # AND a chunk after 4,096 cached tokens attends over them as well
+    assert prefill_flops(LLAMA_70B, 1024, context=4096) == pytest.approx(
+        2 * 70_553_706_496 * 1024 + 4 * 80 * 8192 * 1024 * (4096 + 512))
+
+
+def test_allreduce_is_free_without_tensor_parallelism_and_a_ring_with_it() -> None:
+    assert allreduce_seconds(nbytes=1e6, tensor_parallel=1, nvlink_gbps=900, calibration=CAL) == 0.0
+    # GIVEN 1 MB over 8 H100s: 2 x 7/8 of it per GPU at 450 GB/s x 0.8, plus 10 us of latency
+    expected = 10e-6 + 1e6 * 1.75 / (450e9 * 0.8)
+    assert allreduce_seconds(nbytes=1e6, tensor_parallel=8, nvlink_gbps=900, calibration=CAL) == pytest.approx(
+        expected)
+
+
+def test_decode_step_of_one_token_is_the_weight_read_plus_allreduce_latency() -> None:
+    # GIVEN Llama-3.3-70B at TP=8 on p5 decoding one token with no cached context
+    costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
+    # THEN the step reads 1/8 of the BF16 weights at 77% of 3.35 TB/s, then runs 160 all-reduces of one token
+    weights = 70_553_706_496 * 2 / 8 / (H100_HBM * 0.77)
+    allreduces = 160 * (10e-6 + 8192 * 2 * 1.75 / (450e9 * 0.8))
+    assert step_seconds(costs, batch=1, context=0) == pytest.approx(weights + allreduces)
+    assert weights == pytest.approx(6.8378e-3, rel=1e-4)
+
+
+def test_decode_step_reads_every_cached_token_once() -> None:
+    # GIVEN 16 requests with 8,448 cached tokens each (memory-bound on H100)
+    costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
+    context = 16 * 8448
+    step = step_seconds(costs, batch=16, context=context)
+    # THEN the KV part is 40,960 bytes per token per GPU at the calibrated bandwidth
+    kv = context * 40960 / (H100_HBM * 0.77)
+    weights = 70_553_706_496 * 2 / 8 / (H100_HBM * 0.77)
+    allreduces = 160 * (10e-6 + 16 * 8192 * 2 * 1.75 / (450e9 * 0.8))
+    assert step == pytest.approx(weights + kv + allreduces)
+
+
+def test_a_full_prefill_chunk_is_compute_bound() -> None:
+    # GIVEN an 8,192-token chunk on an idle 70B replica
+    costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
+    # THEN its time is its FLOPs at 75% of 8 x 989.4 TFLOP/s, plus 160 all-reduces of 8,192 tokens
+    compute = prefill_flops(LLAMA_70B, 8192) / (8 * H100_FLOPS * 0.75)
+    allreduces = 160 * (10e-6 + 8192 * 8192 * 2 * 1.75 / (450e9 * 0.8))
+    assert prefill_seconds(costs, tokens=8192, chunk_tokens=8192) == pytest.approx(compute + allreduces)
+    assert compute + allreduces == pytest.approx(0.3155, rel=1e-3)
+
+
+def test_chunks_cover_the_prompt_with_their_offsets() -> None:
+    assert chunks(10_000, 4096) == ((4096, 0), (4096, 4096), (1808, 8192))
+    assert chunks(512, 8192) == ((512, 0),)
+
+
+def test_moe_decode_reads_only_the_experts_its_tokens_touch() -> None:
+    # GIVEN Mixtral-8x22B (top-2 of 8 experts) at TP=8
+    mixtral = MODELS["Mixtral-8x22B"]
+    costs = step_costs(model=mixtral, instance=P5, tensor_parallel=8, calibration=CAL)
+    # THEN one token reads the shared weights plus 1 - (6/8)^1 = 25% of the experts; many tokens read them all
+    shared = (mixtral.weight_bytes - mixtral.expert_parameters * 2) / 8 / (H100_HBM * 0.77)
+    experts = mixtral.expert_parameters * 2 / 8 / (H100_HBM * 0.77)
+    assert costs.dense_weights_s == pytest.approx(shared)
+    assert costs.expert_weights_s == pytest.approx(experts)
+    assert costs.expert_miss == pytest.approx(0.75)
+    one = step_seconds(costs, batch=1, context=0) - costs.comm_fixed_s - costs.comm_s_per_token
+    assert one == pytest.approx(shared + 0.25 * experts)
+
+
+def test_efa_bandwidth_matches_dynamos_measurement_for_one_gpu_share() -> None:
+    # GIVEN p5.48xlarge: 3,200 Gbit/s over 8 GPUs, i.e. 4 of its 32 EFA interfaces per GPU
+    # THEN one rank gets 400 GB/s / 8 x 0.192 = 9.6 GB/s (Dynamo's measurement with 4 interfaces)
+    assert efa_bytes_per_s(instance=P5, tensor_parallel=1, calibration=CAL) == pytest.approx(9.6e9)
+    assert efa_bytes_per_s(instance=P5, tensor_parallel=8, calibration=CAL) == pytest.approx(76.8e9)
+
+
+def test_kv_transfer_time_is_bytes_over_bandwidth_plus_fixed_cost() -> None:
+    # GIVEN an 8,192-token prompt of the 70B model at TP=8 on p5: each rank sends 8192 x 40,960 bytes at 9.6 GB/s
+    seconds = kv_transfer_seconds(model=LLAMA_70B, instance=P5, tensor_parallel=8, tokens=8192, calibration=CAL)
+    assert seconds == pytest.approx(8192 * 40960 / 9.6e9 + 0.037)
+
+
+@settings(max_examples=60, deadline=None)
+@given(low=st.integers(min_value=100, max_value=12_800), extra=st.integers(min_value=0, max_value=12_800),
+       tokens=st.integers(min_value=1, max_value=131_072), key=st.sampled_from(sorted(MODELS)),
+       tp=st.sampled_from([1, 2, 4, 8]))
+def test_more_efa_bandwidth_never_raises_transfer_time(low: int, extra: int, tokens: int, key: str, tp: int) -> None:
+    # GIVEN the same p5 node with a slower and a faster network
+    slow = dataclasses.replace(P5, network_gbps=low)
+    fast = dataclasses.replace(P5, network_gbps=low + extra)
+    spec = MODELS[key]
+    # THEN the faster one never moves the same KV more slowly
+    assert kv_transfer_seconds(model=spec, instance=fast, tensor_parallel=tp, tokens=tokens, calibration=CAL) <= (
+        kv_transfer_seconds(model=spec, instance=slow, tensor_parallel=tp, tokens=tokens, calibration=CAL))
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=st.integers(min_value=1, max_value=256), more=st.integers(min_value=0, max_value=64),
+       context=st.integers(min_value=0, max_value=32_768), key=st.sampled_from(sorted(MODELS)),
+       name=st.sampled_from(sorted(DPD_INSTANCE_TYPES)))
+def test_a_bigger_batch_never_makes_a_step_shorter(batch: int, more: int, context: int, key: str,
+                                                   name: str) -> None:
+    costs = step_costs(model=MODELS[key], instance=DPD_INSTANCE_TYPES[name], tensor_parallel=8, calibration=CAL)
+    assert step_seconds(costs, batch=batch + more, context=(batch + more) * context) >= (
+        step_seconds(costs, batch=batch, context=batch * context))
+
+
+def test_kv_capacity_is_what_the_weights_overhead_and_buffer_leave() -> None:
+    # GIVEN a DPD decoder on p5 at 0.75 memory utilization with an 8 GiB PD buffer
+    free = free_bytes_per_gpu(model=LLAMA_70B, instance=P5, tensor_parallel=8, utilization=0.75, calibration=CAL,
+                              reserved_bytes=8 * GIB)
+    # THEN each GPU keeps 60 GiB - 1/8 of the weights - 3 GiB overhead - 8 GiB for KV
+    expected = 80 * GIB * 0.75 - 70_553_706_496 * 2 / 8 - 3 * GIB - 8 * GIB
+    assert free == pytest.approx(expected)
+    tokens = kv_capacity_tokens(model=LLAMA_70B, instance=P5, tensor_parallel=8, utilization=0.75,
+                                calibration=CAL, reserved_bytes=8 * GIB)
+    assert tokens == pytest.approx(expected / 40960)
+
+
+def test_kv_capacity_is_zero_when_the_weights_do_not_fit() -> None:
+    assert kv_capacity_tokens(model=MODELS["Llama-3.1-405B"], instance=P5, tensor_parallel=8, utilization=0.9,
+                              calibration=CAL) == 0.0
+
+
+def test_tensor_parallel_sizes_divide_the_heads_up_to_the_node() -> None:
+    assert valid_tensor_parallel_sizes(MODELS["Mixtral-8x22B"], P5) == (1, 2, 4, 8)
+    assert valid_tensor_parallel_sizes(LLAMA_70B, P5) == (1, 2, 4, 8)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(1, 1), (8704, 16384), (16384, 16384), (16385, 32768)])
+def test_next_power_of_two(value: int, expected: int) -> None:
+    assert next_power_of_two(value) == expected
