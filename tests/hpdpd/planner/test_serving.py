@@ -1,0 +1,132 @@
+"""The serving model: interference, Little's law, monotone behaviour under load, saturation and KV limits."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hpdpd.catalogue.instances import instance
+from hpdpd.catalogue.models import MODELS
+from hpdpd.planner.calibration import DEFAULT_CALIBRATION as CAL
+from hpdpd.planner.calibration import Calibration
+from hpdpd.planner.formulas import kv_transfer_seconds, prefill_seconds, step_costs, step_seconds
+from hpdpd.planner.serving import Colocated, Disaggregated
+from hpdpd.planner.workload import LengthDistribution, Workload
+
+GIB = 1024**3
+P5 = instance("ml.p5.48xlarge")
+LLAMA_70B = MODELS["Llama-3.3-70B"]
+
+
+def _workload(inputs: str, outputs: str = "512", concurrency: tuple[int, ...] = (8,)) -> Workload:
+    return Workload(inputs=LengthDistribution.parse(inputs), outputs=LengthDistribution.parse(outputs),
+                    concurrency=concurrency)
+
+
+def _colocated(workload: Workload, nodes: int = 2, key: str = "Llama-3.3-70B",
+               calibration: Calibration = CAL) -> Colocated:
+    return Colocated(model=MODELS[key], instance=P5, tensor_parallel=8, nodes=nodes, workload=workload,
+                     calibration=calibration)
+
+
+def _dpd(workload: Workload, prefill: int = 1, threshold: int = 4096, key: str = "Llama-3.3-70B") -> Disaggregated:
+    return Disaggregated(model=MODELS[key], instance=P5, tensor_parallel=8, prefill=prefill, decode=1,
+                         threshold=threshold, workload=workload, calibration=CAL, pd_buffer_bytes=8 * GIB)
+
+
+def test_closed_loop_obeys_littles_law() -> None:
+    # WHEN 32 users are served colocated and disaggregated
+    for system in (_colocated(_workload("8192")), _dpd(_workload("8192"), prefill=2)):
+        point = system.at_concurrency(32)
+        # THEN rate x (TTFT + (output - 1) x TPOT) is the 32 users
+        assert point.request_rate * (point.ttft_s + 511 * point.tpot_s) == pytest.approx(32, rel=1e-3)
+        assert point.output_tokens_per_s == pytest.approx(point.request_rate * 512)
+
+
+def test_a_long_local_prefill_stalls_every_colocated_stream() -> None:
+    # GIVEN the same load with short and with long prompts
+    short = _colocated(_workload("512")).at_concurrency(16)
+    long = _colocated(_workload("8192")).at_concurrency(16)
+    # THEN the 8k prompt makes one step as long as its whole prefill, and TPOT rises
+    costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
+    assert long.max_itl_s >= prefill_seconds(costs, tokens=8192, chunk_tokens=8192)
+    assert long.tpot_s > short.tpot_s * 1.1
+
+
+def test_chunked_prefill_spreads_the_stall_over_smaller_steps() -> None:
+    # GIVEN 8k prompts with 8,192-token and with 1,024-token prefill chunks
+    whole = _colocated(_workload("8192")).at_concurrency(16)
+    chunked = _colocated(_workload("8192"), calibration=CAL.with_overrides(chunk_tokens=1024)).at_concurrency(16)
+    # THEN the longest step a stream sees shrinks several times
+    assert chunked.max_itl_s < whole.max_itl_s / 4
+
+
+def test_the_decoder_sees_no_prefill_stall_when_every_prompt_is_disaggregated() -> None:
+    # GIVEN all prompts above the threshold
+    point = _dpd(_workload("8192"), prefill=2).at_concurrency(16)
+    costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
+    # THEN the longest step is a plain decode step of the decoder's batch
+    assert point.max_itl_s == pytest.approx(
+        step_seconds(costs, batch=point.decode_batch, context=point.decode_batch * 8448))
+
+
+def test_unloaded_dpd_ttft_is_prefill_transfer_and_one_decode_step() -> None:
+    # GIVEN a single request in an otherwise idle DPD layout
+    point = _dpd(_workload("8192"), prefill=1).at_rate(1e-6)
+    costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
+    # THEN TTFT is its prefill, its KV transfer and the decoder's first step
+    expected = (prefill_seconds(costs, tokens=8192, chunk_tokens=8192)
+                + kv_transfer_seconds(model=LLAMA_70B, instance=P5, tensor_parallel=8, tokens=8192, calibration=CAL)
+                + step_seconds(costs, batch=1, context=8448))
+    assert point.ttft_s == pytest.approx(expected, rel=1e-3)
+
+
+def test_prompts_below_the_threshold_stay_on_the_decoder() -> None:
+    system = _dpd(_workload("2048:3,8192:1"), threshold=4096)
+    assert system.remote_share == pytest.approx(0.25)
+    assert _dpd(_workload("512"), threshold=4096).remote_share == 0
+
+
+def test_an_impossible_rate_saturates() -> None:
+    point = _colocated(_workload("8192")).at_rate(1000.0)
+    assert point.saturated and math.isinf(point.ttft_s) and point.output_tokens_per_s == 0
+
+
+def test_users_beyond_the_decoders_kv_cache_wait_in_front_of_it() -> None:
+    # GIVEN 32k-token prompts: one p5 decoder holds only about 18 of them
+    workload = _workload("32768", "256", (64, 128))
+    system = _dpd(workload, prefill=50)
+    streams = system.kv_slots / workload.decode_context
+    at_64, at_128 = system.at_concurrency(64), system.at_concurrency(128)
+    # THEN the decode batch stops at the KV capacity, TPOT stops rising and the extra users queue in TTFT
+    assert at_64.decode_batch <= streams and at_128.decode_batch <= streams
+    assert at_128.tpot_s == pytest.approx(at_64.tpot_s, rel=1e-2)
+    assert at_128.ttft_s > at_64.ttft_s + 60 / at_64.request_rate * 0.9
+
+
+@settings(max_examples=40, deadline=None)
+@given(users=st.integers(min_value=1, max_value=96), more=st.integers(min_value=1, max_value=64),
+       inputs=st.sampled_from(["512", "4096", "8192", "1024:3,16384:1"]), outputs=st.sampled_from(["64", "512"]),
+       key=st.sampled_from(["Llama-3.1-8B", "Llama-3.3-70B", "Mixtral-8x22B"]),
+       prefill=st.integers(min_value=1, max_value=3))
+def test_more_concurrency_never_lowers_tpot(users: int, more: int, inputs: str, outputs: str, key: str,
+                                            prefill: int) -> None:
+    workload = _workload(inputs, outputs)
+    for system in (_colocated(workload, nodes=prefill + 1, key=key), _dpd(workload, prefill=prefill, key=key)):
+        low, high = system.at_concurrency(users), system.at_concurrency(users + more)
+        # THEN neither TPOT nor TTFT falls when users are added, and throughput does not drop (up to the solver's
+        # precision: at the KV-capacity boundary the rate is found to 1e-7 of its bracket)
+        assert high.tpot_s >= low.tpot_s * (1 - 1e-4)
+        assert high.ttft_s >= low.ttft_s * (1 - 1e-3)
+        assert high.output_tokens_per_s >= low.output_tokens_per_s * (1 - 1e-3)
+
+
+@settings(max_examples=30, deadline=None)
+@given(rate=st.floats(min_value=0.05, max_value=3.0), more=st.floats(min_value=0.01, max_value=3.0))
+def test_a_higher_request_rate_never_lowers_tpot(rate: float, more: float) -> None:
+    system = _colocated(_workload("4096"), nodes=2)
+    low, high = system.at_rate(rate), system.at_rate(rate + more)
+    assert high.saturated or high.tpot_s >= low.tpot_s
