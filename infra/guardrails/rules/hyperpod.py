@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Iterator
 
 from hpdpd.catalogue.instances import INSTANCE_TYPES
@@ -10,6 +12,7 @@ from infra.guardrails.templates import Resource, StageTemplates
 
 GPU_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
 ADMIN_POLICIES = ("AdministratorAccess", "PowerUserAccess", "IAMFullAccess")
+_ADMIN_ARN = re.compile(r"policy/(" + "|".join(ADMIN_POLICIES) + r")\"")
 
 
 def _node_recovery(templates: StageTemplates, settings: Settings) -> Iterator[Finding]:
@@ -53,15 +56,15 @@ def _outside_ingress(templates: StageTemplates, group: Resource) -> Iterator[Fin
 
 
 def _execution_role_not_admin(templates: StageTemplates, settings: Settings) -> Iterator[Finding]:
+    seen: set[tuple[str, str]] = set()
     for cluster in templates.resources("AWS::SageMaker::Cluster"):
         for group in cluster.properties.get("InstanceGroups", []):
             role = templates.target(cluster.template_path, group.get("ExecutionRole"))
-            if role is None:
+            if role is None or (role.template_path, role.logical_id) in seen:
                 continue
+            seen.add((role.template_path, role.logical_id))
             for arn in role.properties.get("ManagedPolicyArns", []):
-                text = str(arn)
-                if any(text.endswith(f"policy/{name}'") or text.endswith(f"policy/{name}") or f"policy/{name}\"" in text
-                       for name in ADMIN_POLICIES):
+                if _ADMIN_ARN.search(json.dumps(arn)):
                     yield Finding(role, "Properties.ManagedPolicyArns", f"attaches an admin managed policy {arn}")
             documents = [p.get("PolicyDocument", {}) for p in role.properties.get("Policies", [])]
             documents += [p.properties.get("PolicyDocument", {}) for p in templates.resources("AWS::IAM::Policy")
@@ -71,7 +74,6 @@ def _execution_role_not_admin(templates: StageTemplates, settings: Settings) -> 
                     actions = as_list(statement.get("Action"))
                     if statement.get("Effect") == "Allow" and any(a in ("*", "iam:*", "sts:*") for a in actions):
                         yield Finding(role, "PolicyDocument", f"grants {actions}")
-            break
 
 
 RULES = [
