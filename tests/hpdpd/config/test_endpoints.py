@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hpdpd.catalogue.operator import DEFAULT_PD_BUFFER_SIZE, DEFAULT_ROUTING_THRESHOLD, DEFAULT_WORKER_IMAGE
 from hpdpd.config import load_environment
@@ -354,3 +356,24 @@ def test_endpoint_model_is_frozen() -> None:
     endpoint: EndpointConfig = parse_endpoint(minimal())
     with pytest.raises(Exception):
         endpoint.name = "other"  # type: ignore[misc]
+
+
+# --- property: every accepted name yields valid operator object names --------------------------------------------------
+
+_LABEL = st.from_regex(r"[a-z]([-a-z0-9]{0,40}[a-z0-9])?", fullmatch=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=_LABEL, namespace=_LABEL)
+def test_accepted_names_give_valid_iec_container_and_router_service_names(name: str, namespace: str) -> None:
+    # WHEN an endpoint with any DNS-label name and namespace is built
+    try:
+        endpoint = parse_endpoint(minimal(name=name, namespace=namespace))
+    except ConfigError as error:
+        # THEN a refusal is about the length of the router Service name only
+        assert [i.path for i in error.issues] == ["name"] and "router Service" in str(error)
+        assert len(f"{name}-xxxxxx-{namespace}-routing-service") > 63
+        return
+    # OR every name the operator derives from it is a valid DNS-1035 label
+    for derived in (endpoint.resource_name, f"prefill-{endpoint.resource_name}", endpoint.router_service_name):
+        assert re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", derived), derived
