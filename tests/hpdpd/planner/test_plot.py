@@ -1,0 +1,34 @@
+"""The TTFT/TPOT plot: a real PNG, drawn headless, with saturated points left out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hpdpd.catalogue.instances import instance
+from hpdpd.catalogue.models import MODELS
+from hpdpd.planner.plan import make_plan
+from hpdpd.planner.plot import write_plot
+from hpdpd.planner.workload import LengthDistribution, Workload
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _write(tmp_path: Path, workload: Workload) -> Path:
+    plan = make_plan(model=MODELS["Llama-3.3-70B"], instance=instance("ml.p5.48xlarge"), workload=workload)
+    target = tmp_path / "plan.png"
+    write_plot(plan, target)
+    return target
+
+
+def test_writes_a_png_of_both_modes(tmp_path: Path) -> None:
+    workload = Workload(inputs=LengthDistribution.fixed(8192), outputs=LengthDistribution.fixed(512),
+                        concurrency=(8, 16, 32))
+    target = _write(tmp_path, workload)
+    data = target.read_bytes()
+    assert data.startswith(PNG_SIGNATURE) and len(data) > 10_000
+
+
+def test_saturated_rates_are_left_out_instead_of_failing(tmp_path: Path) -> None:
+    workload = Workload(inputs=LengthDistribution.fixed(8192), outputs=LengthDistribution.fixed(512),
+                        request_rates=(1.0, 2.0, 500.0))
+    assert _write(tmp_path, workload).read_bytes().startswith(PNG_SIGNATURE)
