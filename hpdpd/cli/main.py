@@ -20,6 +20,9 @@ Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]
 def _registrations() -> list[Register]:
     """The subcommands, in the order ``hpdpd --help`` lists them."""
     registrations: list[Register] = []
+    from hpdpd.cli import plan
+
+    registrations.append(plan.register)
     return registrations
 
 

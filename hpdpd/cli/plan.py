@@ -1,0 +1,255 @@
+"""``hpdpd plan``: size a DPD endpoint for a workload and predict it against colocated serving on the same nodes.
+
+Every value is checked here so that bad input ends in one line naming the flag; argparse only collects strings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from hpdpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, InstanceSpec
+from hpdpd.catalogue.models import MODELS, ModelSpec, model
+from hpdpd.catalogue.operator import MAX_DECODE_REPLICAS
+from hpdpd.cli.output import print_json, print_table
+from hpdpd.errors import ConfigError
+
+GIB = 1024**3
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "plan", parents=[common], help="size a DPD endpoint and compare it with colocated serving",
+        description="Predict TTFT, TPOT and throughput of disaggregated and colocated serving for a workload, and "
+                    "recommend the prefill:decode ratio, routing threshold, PD_BUFFER_SIZE and tensor parallelism.")
+    parser.add_argument("--model", help=f"model: {', '.join(MODELS)}")
+    parser.add_argument("--instance", help="instance type, e.g. ml.p5.48xlarge (default with --env: its GPU groups')")
+    parser.add_argument("--input-tokens", metavar="N", help="prompt tokens: N, N,M or N:weight,M:weight")
+    parser.add_argument("--output-tokens", metavar="N", help="output tokens: N, N,M or N:weight,M:weight")
+    parser.add_argument("--concurrency", metavar="C,...", help="closed-loop concurrent requests, e.g. 8,16,32")
+    parser.add_argument("--request-rate", metavar="R,...", help="open-loop requests per second, instead of concurrency")
+    parser.add_argument("--prefill-nodes", metavar="P", help="prefill nodes (default: recommended, or --env's)")
+    parser.add_argument("--decode-nodes", metavar="D", help=f"decode nodes (default 1; the operator supports "
+                                                            f"{MAX_DECODE_REPLICAS})")
+    parser.add_argument("--baseline-nodes", metavar="B", help="nodes of the colocated baseline (default P + D)")
+    parser.add_argument("--env", metavar="NAME", help="check the layout against config/NAME.yaml's instance groups")
+    parser.add_argument("--plot", metavar="FILE.png", help="draw TTFT and TPOT against load for both modes")
+    parser.add_argument("--emit-endpoint", action="store_true",
+                        help="print only the endpoints: block for config/*.yaml, ready to paste")
+    parser.set_defaults(func=run)
+
+
+def _fail(flag: str, value: Any, message: str) -> ConfigError:
+    return ConfigError.single(None, flag, value, message)
+
+
+def _required(args: argparse.Namespace, attribute: str) -> str:
+    value = getattr(args, attribute)
+    if value is None or not str(value).strip():
+        raise _fail("--" + attribute.replace("_", "-"), value, "is required")
+    return str(value)
+
+
+def _positive_int(flag: str, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise _fail(flag, value, "must be a whole number") from None
+    if number < 1:
+        raise _fail(flag, value, "must be at least 1")
+    return number
+
+
+def _model(text: str) -> ModelSpec:
+    try:
+        return model(text)
+    except KeyError:
+        raise _fail("--model", text, f"unknown model; known: {', '.join(MODELS)}") from None
+
+
+def _instance(text: str) -> InstanceSpec:
+    if text not in INSTANCE_TYPES:
+        raise _fail("--instance", text, f"unknown instance type; DPD types: {', '.join(DPD_INSTANCE_TYPES)}")
+    if text not in DPD_INSTANCE_TYPES:
+        raise _fail("--instance", text, f"is not a DPD GPU type; DPD types: {', '.join(DPD_INSTANCE_TYPES)}")
+    return DPD_INSTANCE_TYPES[text]
+
+
+def _workload(args: argparse.Namespace) -> Any:
+    from hpdpd.planner.workload import LengthDistribution, Workload, parse_counts, parse_rates
+
+    lengths = {}
+    for attribute in ("input_tokens", "output_tokens"):
+        flag = "--" + attribute.replace("_", "-")
+        text = _required(args, attribute)
+        try:
+            lengths[attribute] = LengthDistribution.parse(text)
+        except ValueError as exc:
+            raise _fail(flag, text, str(exc)) from None
+    if (args.concurrency is None) == (args.request_rate is None):
+        raise _fail("--concurrency", args.concurrency, "give exactly one of --concurrency or --request-rate")
+    try:
+        if args.concurrency is not None:
+            return Workload(inputs=lengths["input_tokens"], outputs=lengths["output_tokens"],
+                            concurrency=parse_counts(args.concurrency))
+        return Workload(inputs=lengths["input_tokens"], outputs=lengths["output_tokens"],
+                        request_rates=parse_rates(args.request_rate))
+    except ValueError as exc:
+        flag, value = (("--concurrency", args.concurrency) if args.concurrency is not None
+                       else ("--request-rate", args.request_rate))
+        raise _fail(flag, value, str(exc)) from None
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What ``--env`` contributes: group names, node counts of the planned type, and the Region."""
+
+    name: str
+    source: str
+    region: str
+    prefill_group: str
+    decode_group: str
+    prefill_nodes: int
+    decode_nodes: int
+
+
+def _environment(name: str, instance_text: str | None) -> tuple[_Target, str]:
+    from hpdpd.config import load_environment
+
+    env = load_environment(name)
+    source = f"config/{name}.yaml"
+    groups = {role: env.hyperpod.groups(role) for role in ("prefill", "decode")}
+    if instance_text is None:
+        types = sorted({g.instance_type for role in groups.values() for g in role})
+        if len(types) != 1:
+            raise ConfigError.single(source, "hyperpod.instance_groups", types,
+                                     "prefill and decode groups use different instance types; pass --instance")
+        instance_text = types[0]
+    counts = {}
+    names = {}
+    for role, role_groups in groups.items():
+        matching = [g for g in role_groups if g.instance_type == instance_text]
+        if not matching:
+            have = ", ".join(f"{g.name}: {g.count} x {g.instance_type}" for g in role_groups) or "none"
+            raise ConfigError.single(source, "hyperpod.instance_groups", instance_text,
+                                     f"environment {name} has no {role} group of this type ({have})")
+        counts[role] = sum(g.count for g in matching)
+        names[role] = matching[0].name
+    return _Target(name=name, source=source, region=env.region, prefill_group=names["prefill"],
+                   decode_group=names["decode"], prefill_nodes=counts["prefill"],
+                   decode_nodes=counts["decode"]), instance_text
+
+
+def _check_layout(target: _Target, instance: str, prefill: int | None, decode: int | None,
+                  baseline: int | None) -> None:
+    for flag, value, role, limit in (("--prefill-nodes", prefill, "prefill", target.prefill_nodes),
+                                     ("--decode-nodes", decode, "decode", target.decode_nodes)):
+        if value is not None and value > limit:
+            raise _fail(flag, value, f"larger than environment {target.name}'s {role} instance groups "
+                                     f"({limit} x {instance} in {target.source})")
+    total = target.prefill_nodes + target.decode_nodes
+    if baseline is not None and baseline > total:
+        raise _fail("--baseline-nodes", baseline, f"larger than environment {target.name}'s GPU instance groups "
+                                                  f"({total} x {instance} in {target.source})")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hpdpd.planner.plan import make_plan
+
+    chosen_model = _model(_required(args, "model"))
+    prefill = _positive_int("--prefill-nodes", args.prefill_nodes)
+    decode = _positive_int("--decode-nodes", args.decode_nodes)
+    baseline = _positive_int("--baseline-nodes", args.baseline_nodes)
+    workload = _workload(args)
+    plot = Path(args.plot) if args.plot else None
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise _fail("--plot", args.plot, "must be a .png file name")
+    if plot is not None and not plot.parent.is_dir():
+        raise _fail("--plot", args.plot, f"directory {plot.parent} does not exist")
+    target = None
+    instance_text = args.instance
+    if args.env:
+        target, instance_text = _environment(args.env, instance_text)
+    chosen_instance = _instance(instance_text if instance_text is not None else _required(args, "instance"))
+    if target is not None:
+        _check_layout(target, chosen_instance.name, prefill, decode, baseline)
+        if prefill is None:
+            prefill = target.prefill_nodes
+        if decode is None:
+            decode = min(target.decode_nodes, MAX_DECODE_REPLICAS)
+    plan = make_plan(model=chosen_model, instance=chosen_instance, workload=workload, prefill_nodes=prefill,
+                     decode_nodes=decode, baseline_nodes=baseline)
+    notes = list(plan.warnings)
+    if target is not None and plan.recommendation.prefill_replicas > target.prefill_nodes:
+        notes.append(f"the recommended {plan.recommendation.prefill_replicas} prefill nodes exceed environment "
+                     f"{target.name}'s {target.prefill_nodes}; predictions use its {plan.layout.prefill_nodes}")
+    if plot is not None:
+        from hpdpd.planner.plot import write_plot
+
+        write_plot(plan, plot)
+        print(f"hpdpd: wrote {plot}", file=sys.stderr)
+    if args.emit_endpoint:
+        from hpdpd.planner.endpoint import endpoint_block, render_yaml
+
+        block = endpoint_block(plan, prefill_group=target.prefill_group if target else "prefill",
+                               decode_group=target.decode_group if target else "decode",
+                               region=target.region if target else None)
+        for note in notes:
+            print(f"hpdpd: warning: {note}", file=sys.stderr)
+        sys.stdout.write(render_yaml(block))
+        return 0
+    if args.output == "json":
+        data = plan.to_dict()
+        data["warnings"] = notes
+        if target is not None:
+            data["environment"] = target.name
+        print_json(data)
+        return 0
+    _print_report(plan, notes, sys.stdout)
+    return 0
+
+
+def _fmt_ms(value: float | None) -> str:
+    return "saturated" if value is None else f"{value:,.1f}"
+
+
+def _print_report(plan: Any, notes: list[str], stream: TextIO) -> None:
+    data = plan.to_dict()
+    r = data["recommendation"]
+    layout = plan.layout
+    stream.write(f"{plan.model.name} on {plan.instance.name}: prompts {data['workload']['input_tokens']}, outputs "
+                 f"{data['workload']['output_tokens']} tokens; DPD {layout.prefill_nodes} prefill + "
+                 f"{layout.decode_nodes} decode vs {layout.baseline_nodes} colocated nodes\n")
+    stream.write(f"KV cache {data['kv_bytes_per_token']:,} bytes per token ({data['kv_bytes_per_token_per_rank']:,} "
+                 f"per TP rank); moving a {plan.workload.inputs.mean:,.0f}-token prompt takes "
+                 f"{data['kv_transfer_ms']:,.1f} ms at {data['efa_effective_gbytes_per_s']:.1f} GB/s\n")
+    load = "concurrency" if plan.workload.closed_loop else "req/s"
+    rows = []
+    for prediction in data["predictions"]:
+        c, d = prediction["colocated"], prediction["disaggregated"]
+        label = prediction["concurrency"] if plan.workload.closed_loop else prediction["request_rate_per_s"]
+        rows.append((label, _fmt_ms(c["ttft_ms"]), _fmt_ms(d["ttft_ms"]), _fmt_ms(c["tpot_ms"]), _fmt_ms(d["tpot_ms"]),
+                     f"{c['output_tokens_per_s']:,.0f}", f"{d['output_tokens_per_s']:,.0f}",
+                     _fmt_ms(c["max_itl_ms"]), _fmt_ms(d["max_itl_ms"])))
+    print_table((load, "TTFT ms colo", "TTFT ms DPD", "TPOT ms colo", "TPOT ms DPD", "tok/s colo", "tok/s DPD",
+                 "longest step colo", "longest step DPD"), rows, title="Predictions", stream=stream)
+    break_even = r["break_even_tokens"]
+    stream.write(f"Recommendation: prefill_replicas {r['prefill_replicas']}, decode_replicas {r['decode_replicas']}, "
+                 f"routing_threshold {r['routing_threshold']} (break-even "
+                 f"{'none' if break_even is None else f'{break_even:,}'}), PD_BUFFER_SIZE "
+                 f"{r['pd_buffer_size_bytes']} ({r['pd_buffer_size_bytes'] // GIB} GiB per rank), "
+                 f"tensor_parallel_size {r['tensor_parallel_size']}, max_model_len {r['max_model_len']}\n")
+    for reason in r["reasons"]:
+        stream.write(f"  - {reason}\n")
+    stream.write(f"Verdict: {data['verdict']['decision']}\n")
+    for reason in data["verdict"]["reasons"]:
+        stream.write(f"  - {reason}\n")
+    if notes:
+        stream.write("Warnings:\n")
+        for note in notes:
+            stream.write(f"  - {note}\n")

@@ -1,0 +1,147 @@
+"""``hpdpd plan``: JSON shape, plot, endpoint block, --env limits, and one clear line for every kind of bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hpdpd.cli.main import main
+
+BASE = ["plan", "--model", "Llama-3.3-70B", "--instance", "ml.p5.48xlarge", "--input-tokens", "8192",
+        "--output-tokens", "512"]
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_carries_the_documented_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    # WHEN the 70B workload is planned at three concurrencies as JSON
+    code, out, err = _run(capsys, *BASE, "--concurrency", "8,16,32", "--output", "json")
+    data = json.loads(out)
+    # THEN the command succeeds with the fields the issue names
+    assert (code, err) == (0, "")
+    assert data["kv_bytes_per_token"] == 327_680
+    assert data["kv_transfer_ms"] == pytest.approx(71.953, abs=1e-3)
+    assert {k: data["recommendation"][k] for k in ("prefill_replicas", "decode_replicas", "routing_threshold",
+                                                    "pd_buffer_size_bytes", "tensor_parallel_size")} == {
+        "prefill_replicas": 2, "decode_replicas": 1, "routing_threshold": 4096,
+        "pd_buffer_size_bytes": 17179869184, "tensor_parallel_size": 8}
+    assert [p["concurrency"] for p in data["predictions"]] == [8, 16, 32]
+    for prediction in data["predictions"]:
+        for mode in ("colocated", "disaggregated"):
+            values = [prediction[mode][k] for k in ("ttft_ms", "tpot_ms", "output_tokens_per_s")]
+            assert all(isinstance(v, float) and v > 0 for v in values)
+    assert data["verdict"]["decision"] == "DPD pays off" and len(data["verdict"]["reasons"]) >= 2
+
+
+def test_the_table_names_the_verdict_and_recommendation(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "plan", "--model", "Llama-3.1-8B", "--instance", "ml.p5.48xlarge",
+                        "--input-tokens", "512", "--output-tokens", "256", "--concurrency", "8,16")
+    assert code == 0
+    assert "Verdict: stay colocated" in out
+    assert "Recommendation: prefill_replicas 1, decode_replicas 1" in out
+    assert "Predictions" in out
+
+
+def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "sweep.png"
+    code, out, err = _run(capsys, *BASE, "--concurrency", "8,16,32", "--output", "json", "--plot", str(target))
+    assert code == 0 and json.loads(out)["predictions"]
+    assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert err == f"hpdpd: wrote {target}\n"
+
+
+def test_emit_endpoint_prints_only_a_yaml_block_of_the_documented_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, *BASE, "--concurrency", "32", "--emit-endpoint")
+    block = yaml.safe_load(out)
+    assert code == 0 and err == ""
+    (endpoint,) = block["endpoints"]
+    assert list(endpoint) == ["name", "namespace", "model", "instance_type", "tensor_parallel_size",
+                              "max_model_len", "prefill", "decode", "routing", "pd_buffer_size"]
+    assert endpoint["name"] == "llama-3-3-70b" and endpoint["namespace"] == "default"
+    assert endpoint["model"] == {"name": "Llama-3.3-70B-Instruct",
+                                 "s3": {"bucket": "<BUCKET>", "prefix": "<PREFIX>", "region": "<REGION>"}}
+    assert endpoint["prefill"] == {"replicas": 2, "instance_group": "prefill"}
+    assert endpoint["decode"] == {"replicas": 1, "instance_group": "decode"}
+    assert endpoint["routing"] == {"threshold": 4096, "strategy": "prefixaware"}
+    assert endpoint["pd_buffer_size"] == 17179869184
+
+
+def test_env_supplies_instance_layout_groups_and_region(capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN config/dev.yaml: one prefill and one decode ml.p5.48xlarge in us-west-2
+    code, out, err = _run(capsys, "plan", "--model", "Llama-3.3-70B", "--env", "dev", "--input-tokens", "8192",
+                          "--output-tokens", "512", "--concurrency", "32", "--emit-endpoint")
+    endpoint = yaml.safe_load(out)["endpoints"][0]
+    # THEN the plan uses that layout, says that the recommendation wants more prefill, and fills the Region
+    assert code == 0
+    assert endpoint["instance_type"] == "ml.p5.48xlarge"
+    assert endpoint["prefill"] == {"replicas": 1, "instance_group": "prefill"}
+    assert endpoint["model"]["s3"]["region"] == "us-west-2"
+    assert "hpdpd: warning: the recommended 2 prefill nodes exceed environment dev's 1" in err
+
+
+def test_env_refuses_a_layout_larger_than_its_instance_groups(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, *BASE, "--concurrency", "8", "--env", "dev", "--prefill-nodes", "2")
+    assert code == 2 and out == ""
+    assert err == ("hpdpd: error: --prefill-nodes: 2: larger than environment dev's prefill instance groups "
+                   "(1 x ml.p5.48xlarge in config/dev.yaml)\n")
+
+
+def test_env_refuses_an_instance_type_it_does_not_have(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "plan", "--model", "Llama-3.3-70B", "--instance", "ml.p6-b200.48xlarge",
+                        "--env", "dev", "--input-tokens", "8192", "--output-tokens", "512", "--concurrency", "8")
+    assert code == 2
+    assert err == ("hpdpd: error: config/dev.yaml: hyperpod.instance_groups: 'ml.p6-b200.48xlarge': environment dev "
+                   "has no prefill group of this type (prefill: 1 x ml.p5.48xlarge)\n")
+
+
+BAD_INPUT = {
+    "unknown model": (["--model", "Llama-9B"], "--model: 'Llama-9B': unknown model; known: Llama-3.1-8B"),
+    "unknown instance": (["--instance", "ml.p4d.24xlarge"],
+                         "--instance: 'ml.p4d.24xlarge': unknown instance type; DPD types: ml.p5.48xlarge"),
+    "CPU instance": (["--instance", "ml.m7i.2xlarge"], "--instance: 'ml.m7i.2xlarge': is not a DPD GPU type"),
+    "zero input": (["--input-tokens", "0"], "--input-tokens: '0': lengths must be at least 1 token, got 0"),
+    "negative output": (["--output-tokens", "-5"], "--output-tokens: '-5': lengths must be at least 1 token"),
+    "text length": (["--input-tokens", "long"], "--input-tokens: 'long': expected N, N,M or N:weight,M:weight"),
+    "zero concurrency": (["--concurrency", "0"], "--concurrency: '0': values must be at least 1"),
+    "negative nodes": (["--prefill-nodes", "-1"], "--prefill-nodes: '-1': must be at least 1"),
+    "both loads": (["--request-rate", "2"], "--concurrency: '8': give exactly one of --concurrency or "
+                                            "--request-rate"),
+    "unknown env": (["--env", "nosuch"], "config/nosuch.yaml: <file>: 'nosuch': no such environment file"),
+    "plot not png": (["--plot", "out.svg"], "--plot: 'out.svg': must be a .png file name"),
+    "model too big": (["--model", "Llama-3.1-405B"], "Llama-3.1-405B-Instruct needs 812 GB of BF16 weights"),
+    "context exceeded": (["--model", "Qwen2.5-72B", "--input-tokens", "32768"],
+                         "exceeds Qwen2.5-72B-Instruct's context of 32,768 tokens"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_input_fails_with_one_clear_line(case: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a valid command with one flag made bad
+    change, message = BAD_INPUT[case]
+    argv = BASE + ["--concurrency", "8"]
+    for flag, value in zip(change[::2], change[1::2], strict=True):
+        if flag in argv:
+            argv[argv.index(flag) + 1] = value
+        else:
+            argv += [flag, value]
+    # WHEN it runs
+    code, out, err = _run(capsys, *argv)
+    # THEN it exits 2 with one line naming the problem and no traceback
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("hpdpd: error: ") and "Traceback" not in err
+    assert message in err
+
+
+def test_missing_required_flags_are_named(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "plan", "--instance", "ml.p5.48xlarge", "--concurrency", "8")
+    assert (code, err) == (2, "hpdpd: error: --model: None: is required\n")
+    code, _, err = _run(capsys, "plan", "--model", "Llama-3.3-70B", "--input-tokens", "8192",
+                        "--output-tokens", "512", "--concurrency", "8")
+    assert (code, err) == (2, "hpdpd: error: --instance: None: is required\n")
