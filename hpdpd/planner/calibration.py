@@ -7,9 +7,10 @@ conservative choice). ``docs/planner.md`` explains the fits.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Calibration:
     prefill_target_utilization: float = 0.8
     notes: Mapping[str, str] = field(default_factory=lambda: _NOTES, compare=False, repr=False)
 
-    def with_overrides(self, **values: Any) -> "Calibration":
+    def with_overrides(self, **values: Any) -> Calibration:
         return replace(self, **values)
 
 

@@ -6,8 +6,8 @@ Each function returns its value with the reasons a reader needs to trust or over
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from hpdpd.catalogue.instances import InstanceSpec
 from hpdpd.catalogue.models import ModelSpec

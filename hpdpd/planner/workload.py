@@ -23,11 +23,11 @@ class LengthDistribution:
             raise ValueError("probabilities must sum to 1")
 
     @classmethod
-    def fixed(cls, tokens: int) -> "LengthDistribution":
+    def fixed(cls, tokens: int) -> LengthDistribution:
         return cls(((tokens, 1.0),))
 
     @classmethod
-    def weighted(cls, pairs: list[tuple[int, float]]) -> "LengthDistribution":
+    def weighted(cls, pairs: list[tuple[int, float]]) -> LengthDistribution:
         """Merge equal lengths and normalise the weights."""
         merged: dict[int, float] = {}
         for tokens, weight in pairs:
@@ -38,7 +38,7 @@ class LengthDistribution:
         return cls(tuple((t, w / total) for t, w in sorted(merged.items())))
 
     @classmethod
-    def parse(cls, text: str) -> "LengthDistribution":
+    def parse(cls, text: str) -> LengthDistribution:
         """``8192``, ``2048,8192`` (equally likely) or ``2048:3,8192:1`` (weighted)."""
         pairs: list[tuple[int, float]] = []
         for item in text.split(","):
