@@ -12,6 +12,7 @@ boto3 is imported lazily so ``hpdpd --help`` and the offline commands start fast
 from __future__ import annotations
 
 import argparse
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -62,8 +63,12 @@ class ClientFactory:
     def session(self) -> Any:
         if "session" not in self._cache:
             import boto3
+            import botocore.session
 
-            self._cache["session"] = boto3.session.Session(profile_name=self.profile, region_name=self.region)
+            core = botocore.session.get_session()
+            core.register_component("data_loader", _shared_loader())
+            self._cache["session"] = boto3.session.Session(botocore_session=core, profile_name=self.profile,
+                                                           region_name=self.region)
         return self._cache["session"]
 
     def client(self, service: str) -> Any:
@@ -71,6 +76,14 @@ class ClientFactory:
         if key not in self._cache:
             self._cache[key] = self.session().client(service, region_name=self.region, config=client_config())
         return self._cache[key]
+
+
+@functools.cache
+def _shared_loader() -> Any:
+    """One service-model loader per process: each model (SageMaker's is megabytes of JSON) is parsed once."""
+    import botocore.loaders
+
+    return botocore.loaders.create_loader()
 
 
 def add_aws_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,6 +121,13 @@ def is_client_error(exc: BaseException) -> bool:
     from botocore.exceptions import ClientError
 
     return isinstance(exc, ClientError)
+
+
+def is_credentials_error(exc: BaseException) -> bool:
+    """Missing or partial credentials: no AWS call of the command can succeed."""
+    from botocore.exceptions import NoCredentialsError, PartialCredentialsError
+
+    return isinstance(exc, (NoCredentialsError, PartialCredentialsError))
 
 
 def is_access_denied(exc: BaseException) -> bool:

@@ -20,9 +20,9 @@ Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]
 def _registrations() -> list[Register]:
     """The subcommands, in the order ``hpdpd --help`` lists them."""
     registrations: list[Register] = []
-    from hpdpd.cli import plan
+    from hpdpd.cli import preflight, smoke, status, wait
 
-    registrations.append(plan.register)
+    registrations += [preflight.register, status.register, wait.register, smoke.register]
     return registrations
 
 
@@ -55,6 +55,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hpdpd: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # AWS and botocore failures end with one line; anything else is a bug and shows its trace
+        from hpdpd.aws import describe_aws_error
+
+        message = describe_aws_error(exc)
+        if message is None:
+            raise
+        print(f"hpdpd: error: {message}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -26,3 +26,41 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, title:
     for row in rows:
         table.add_row(*("" if cell is None else str(cell) for cell in row))
     Console(file=stream or sys.stdout, width=160, soft_wrap=False).print(table)
+
+
+# ---- shared by the operations commands (preflight, status, wait, smoke) -------------------------------------------
+
+STATUS_STYLES = {"pass": "green", "warn": "yellow", "fail": "bold red"}
+
+
+def escape_cell(value: Any) -> str:
+    """A table cell with rich markup escaped, so AWS messages containing ``[...]`` print verbatim."""
+    from rich.markup import escape
+
+    return "" if value is None else escape(str(value))
+
+
+def status_label(status: str) -> str:
+    """``PASS`` / ``WARN`` / ``FAIL`` coloured for terminals (plain text elsewhere)."""
+    style = STATUS_STYLES.get(status.lower(), "")
+    label = escape_cell(status.upper())
+    return f"[{style}]{label}[/{style}]" if style else label
+
+
+def environment_arguments(parser: Any) -> None:
+    """``--env NAME`` (reads ``config/NAME.yaml`` through the typed loader) and ``--config-dir``."""
+    parser.add_argument("--env", required=True, metavar="NAME", help="environment: reads <config-dir>/NAME.yaml")
+    parser.add_argument("--config-dir", default=None, metavar="DIR",
+                        help="directory of environment files (default: the project's config/)")
+
+
+def load_environment_from_args(args: Any) -> Any:
+    """The typed environment named by ``--env``; a bad or unknown file raises ``ConfigError`` (one line per problem).
+
+    The configuration package (pydantic) is imported here, not at parse time, so ``hpdpd --help`` stays fast.
+    """
+    from pathlib import Path
+
+    from hpdpd.config.loader import DEFAULT_CONFIG_DIR, load_environment
+
+    return load_environment(args.env, Path(args.config_dir) if args.config_dir else DEFAULT_CONFIG_DIR)

@@ -4,12 +4,14 @@ endpoint's model prefix holds objects. Weights loaded from another Region are sl
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpdpd.aws import http_status, is_not_found
-from hpdpd.config import EnvironmentConfig
 from hpdpd.ops.checks import Check, failed, guarded, passed
 from hpdpd.ops.endpoints import EndpointLike
+
+if TYPE_CHECKING:
+    from hpdpd.config import EnvironmentConfig
 
 BUCKET_PERMISSION = "s3:ListBucket"
 

@@ -9,15 +9,18 @@ endpoint lacks, throttling after retries) is a WARN naming the permission it nee
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from hpdpd.aws import ClientSource
-from hpdpd.config import EnvironmentConfig
 from hpdpd.ops import capacity, eks_checks, model_checks
 from hpdpd.ops.addons import InstalledAddon, installed_addons
 from hpdpd.ops.checks import Check, Report, attempt, could_not_check, failed, guarded, passed, warned
 from hpdpd.ops.clusters import FAILED, IN_SERVICE, EksState, HyperPodState, describe_eks, describe_hyperpod
 from hpdpd.ops.endpoints import EndpointLike, configured_endpoints
 from hpdpd.ops.quotas import QUOTA_PERMISSIONS
+
+if TYPE_CHECKING:
+    from hpdpd.config import EnvironmentConfig
 
 
 def credentials_check(env: EnvironmentConfig, sts: object) -> Check:

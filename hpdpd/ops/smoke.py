@@ -25,9 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from botocore.exceptions import NoCredentialsError, PartialCredentialsError
-
-from hpdpd.aws import describe_client_error, is_client_error
+from hpdpd.aws import describe_client_error, is_client_error, is_credentials_error
 
 Case = Literal["short", "long"]
 SHORT_PROMPT = "In one short sentence, what does a large language model do?"
@@ -37,7 +35,6 @@ LONG_INSTRUCTION = "Summarise the numbered sentences above in one sentence."
 LONG_MARGIN_WORDS = 32
 
 Sender = Callable[[bytes], Iterable[bytes]]
-CREDENTIAL_ERRORS = (NoCredentialsError, PartialCredentialsError)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,9 +199,9 @@ def measure(case: PromptCase, send: Sender, *, model: str, chat: bool, max_token
     error: str | None = None
     try:
         tally = read_stream(send(body), clock)
-    except CREDENTIAL_ERRORS:
-        raise  # no request can succeed; the command ends with one line
     except Exception as exc:  # this case failed; the other case still runs
+        if is_credentials_error(exc):
+            raise  # no request can succeed; the command ends with one line
         tally, error = _Tally(), _describe_send_error(exc)
     end = clock()
     error = error or tally.error

@@ -11,16 +11,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from hpdpd.aws import ClientSource, describe_client_error, is_not_found, is_throttling
-from hpdpd.config import EnvironmentConfig
 from hpdpd.errors import HpdpdError
 from hpdpd.ops.addons import ACTIVE, FAILED_STATUSES, expected_addons, installed_addons
 from hpdpd.ops.clusters import FAILED, HYPERPOD_TERMINAL, IN_SERVICE, NOT_FOUND, describe_hyperpod
 from hpdpd.ops.endpoints import EndpointLike, iec_name
 from hpdpd.ops.kube import Kubectl
 from hpdpd.ops.status import SAGEMAKER_FAILED, sagemaker_endpoint_status
+
+if TYPE_CHECKING:
+    from hpdpd.config import EnvironmentConfig
 
 TARGETS = ("cluster", "addons", "endpoint")
 Outcome = Literal["ready", "failed", "timeout"]

@@ -55,12 +55,13 @@ def clients(moto: None) -> ClientFactory:
 
 @pytest.fixture
 def make_env(base_configs: dict[str, dict[str, Any]]) -> Callable[..., EnvironmentConfig]:
-    """A typed copy of config/dev.yaml for moto's account, without endpoints, optionally mutated."""
+    """A typed copy of config/dev.yaml for moto's account, without endpoints or operator settings, optionally mutated."""
 
     def make(mutate: Callable[[dict[str, Any]], None] | None = None) -> EnvironmentConfig:
         data = copy.deepcopy(base_configs["dev"])
         data["account"] = MOTO_ACCOUNT
         data.pop("endpoints", None)  # endpoint tests pass their own doubles
+        data["operator"] = {}  # operator defaults: tests state the buckets and add-ons they rely on
         if mutate:
             mutate(data)
         return parse_environment(data, name="dev", source="dev.yaml", base_dir=ROOT)

@@ -59,7 +59,7 @@ class Router(BaseHTTPRequestHandler):
 def router() -> Iterator[str]:
     Router.requests, Router.status = [], 200
     server = ThreadingHTTPServer(("127.0.0.1", 0), Router)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/v1/chat/completions"
     server.shutdown()

@@ -1,0 +1,46 @@
+"""``hpdpd preflight --env NAME``: PASS / WARN / FAIL per check, with the reason and the fix.
+
+Exit codes: 0 no check failed (warnings allowed unless ``--strict``), 1 a check failed, 2 the checks could not run
+(unknown environment, no credentials).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from hpdpd.aws import add_aws_arguments, factory_from_args
+from hpdpd.cli.output import (
+    environment_arguments,
+    escape_cell,
+    load_environment_from_args,
+    print_json,
+    print_table,
+    status_label,
+)
+from hpdpd.ops.preflight import run_preflight
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "preflight", parents=[common], help="check quotas, capacity, network, EKS, add-ons and models before deploying",
+        description="Check that an environment can be deployed: credentials, quotas, AZ offerings, subnet IPs, "
+                    "EKS version and authentication mode, add-on versions, model locations, HyperPod cluster state.")
+    environment_arguments(parser)
+    add_aws_arguments(parser)
+    parser.add_argument("--strict", action="store_true", help="treat warnings (checks that could not run) as failures")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    env = load_environment_from_args(args)
+    report = run_preflight(env, factory_from_args(args, default_region=env.region), strict=args.strict)
+    if args.output == "json":
+        print_json(report.to_json(environment=env.name, region=args.region or env.region))
+    else:
+        rows = [(status_label(c.status), escape_cell(c.name), escape_cell(c.detail), escape_cell(c.fix or ""))
+                for c in report.checks]
+        counts = report.counts()
+        print_table(("Status", "Check", "Detail", "Fix"), rows,
+                    title=f"preflight {env.name} ({args.region or env.region}): {counts['pass']} pass, "
+                          f"{counts['warn']} warn, {counts['fail']} fail")
+    return 0 if report.ok else 1

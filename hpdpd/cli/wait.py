@@ -1,0 +1,104 @@
+"""``hpdpd wait --for cluster|addons|endpoint --env NAME``: block until ready, failed, or ``--timeout``.
+
+Progress goes to stderr: a live spinner line on a terminal, one line per change of state elsewhere (CI logs).
+Exit codes: 0 ready, 1 terminal failure or timeout, 2 the wait could not run (unknown environment, no credentials,
+access denied).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from hpdpd.aws import add_aws_arguments, factory_from_args
+from hpdpd.cli.output import environment_arguments, escape_cell, load_environment_from_args, print_json
+from hpdpd.cli.status import kubeconfig_argument
+from hpdpd.ops.endpoints import configured_endpoints, select_endpoints
+from hpdpd.ops.kube import Kubectl
+from hpdpd.ops.wait import TARGETS, Backoff, Observation, WaitResult, probe_for, wait_for
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "wait", parents=[common], help="wait until the cluster, add-ons or endpoints are ready",
+        description="Poll with exponential back-off until the target is ready, fails (the AWS failure message is "
+                    "shown), or the timeout passes.")
+    parser.add_argument("--for", dest="target", required=True, choices=TARGETS, help="what to wait for")
+    environment_arguments(parser)
+    add_aws_arguments(parser)
+    kubeconfig_argument(parser)
+    parser.add_argument("--endpoint", default=None, metavar="NAME", help="with --for endpoint: only this endpoint")
+    parser.add_argument("--timeout", type=_seconds, default=3600.0, metavar="SECONDS",
+                        help="give up after this many seconds (default 3600)")
+    parser.add_argument("--interval", type=_seconds, default=5.0, metavar="SECONDS",
+                        help="first poll interval; doubles after each poll (default 5)")
+    parser.add_argument("--max-interval", type=_seconds, default=60.0, metavar="SECONDS",
+                        help="longest poll interval (default 60)")
+    parser.set_defaults(func=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return value
+
+
+class Progress:
+    """A live status line on a terminal; elsewhere one line whenever the observed state changes."""
+
+    def __init__(self, title: str) -> None:
+        from rich.console import Console
+
+        self.console = Console(file=sys.stderr, highlight=False)
+        self.title = title
+        self.last_state: str | None = None
+        self.status: Any = None
+
+    def __enter__(self) -> Progress:
+        if self.console.is_terminal:
+            self.status = self.console.status(escape_cell(self.title))
+            self.status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.status is not None:
+            self.status.__exit__(*exc)
+
+    def update(self, seen: Observation, elapsed: float, delay: float | None) -> None:
+        after = f"; next check in {delay:.0f} s" if delay is not None else ""
+        line = f"{self.title}: {seen.state} [{elapsed:.0f} s{after}]"
+        if self.status is not None:
+            self.status.update(escape_cell(line))
+        elif seen.state != self.last_state:
+            self.console.print(escape_cell(line))
+        self.last_state = seen.state
+
+
+def run(args: argparse.Namespace) -> int:
+    env = load_environment_from_args(args)
+    endpoints = select_endpoints(configured_endpoints(env), args.endpoint)
+    probe = probe_for(args.target, env, factory_from_args(args, default_region=env.region), endpoints=endpoints,
+                      kubectl=Kubectl.from_environment(args.kubeconfig))
+    backoff = Backoff(initial_seconds=args.interval, max_seconds=max(args.interval, args.max_interval))
+    with Progress(f"waiting for {args.target} of {env.name}") as progress:
+        result = wait_for(probe, target=args.target, timeout_seconds=args.timeout, backoff=backoff,
+                          on_poll=progress.update)
+    report(result, args.output)
+    return 0 if result.ok else 1
+
+
+def report(result: WaitResult, output: str) -> None:
+    if output == "json":
+        print_json(result.to_json())
+        return
+    if result.outcome == "ready":
+        print(f"{result.target} ready after {result.elapsed_seconds:.0f} s: {result.state}")
+    elif result.outcome == "failed":
+        print(f"hpdpd: {result.target} failed: {result.state}: {result.message}", file=sys.stderr)
+    else:
+        print(f"hpdpd: timed out waiting for {result.target}: {result.message}", file=sys.stderr)

@@ -1,0 +1,99 @@
+"""``hpdpd wait`` as a command: ready, a terminal failure with AWS's message, a timeout, and refusals."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from botocore.stub import Stubber
+
+from hpdpd.aws import ClientFactory
+from hpdpd.cli import wait as wait_cli
+from hpdpd.cli.main import main
+
+MOTO_ACCOUNT = "123456789012"
+
+
+@pytest.fixture
+def factory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ClientFactory]:
+    from moto import mock_aws
+
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "KUBECONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    with mock_aws():
+        clients = ClientFactory(region="us-west-2")
+        monkeypatch.setattr(wait_cli, "factory_from_args", lambda args, default_region: clients)
+        yield clients
+
+
+@pytest.fixture
+def config_dir(write_config: Callable[..., Path]) -> Path:
+    return write_config(lambda d: d.__setitem__("account", MOTO_ACCOUNT))
+
+
+def _wait(config_dir: Path, *extra: str) -> int:
+    return main(["wait", "--env", "dev", "--config-dir", str(config_dir), "--interval", "0.01", "--max-interval",
+                 "0.02", *extra])
+
+
+def test_waiting_for_a_ready_cluster(factory: ClientFactory, config_dir: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    factory.client("sagemaker").create_cluster(
+        ClusterName="hpdpd-dev", InstanceGroups=[{
+            "InstanceGroupName": "prefill", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 1, "ThreadsPerCore": 1,
+            "ExecutionRole": f"arn:aws:iam::{MOTO_ACCOUNT}:role/nodes",
+            "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/", "OnCreate": "on_create.sh"}}],
+        Orchestrator={"Eks": {"ClusterArn": f"arn:aws:eks:us-west-2:{MOTO_ACCOUNT}:cluster/hpdpd-dev"}},
+        VpcConfig={"SecurityGroupIds": ["sg-12345678"], "Subnets": ["subnet-12345678"]})
+    code = _wait(config_dir, "--for", "cluster", "--output", "json")
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert code == 0 and data["ok"] is True and data["outcome"] == "ready"
+    assert data["state"] == "InService (prefill 1/1)"
+    assert "waiting for cluster of dev: InService (prefill 1/1)" in captured.err  # progress, not on stdout
+
+
+def test_a_failed_cluster_ends_the_wait_with_the_failure_message(factory: ClientFactory, config_dir: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    group = {"InstanceGroupName": "prefill", "InstanceType": "ml.p5.48xlarge", "CurrentCount": 0, "TargetCount": 1}
+    answer = {"ClusterArn": f"arn:aws:sagemaker:us-west-2:{MOTO_ACCOUNT}:cluster/abc", "ClusterName": "hpdpd-dev",
+              "InstanceGroups": [group]}
+    with Stubber(factory.client("sagemaker")) as sagemaker:
+        sagemaker.add_response("describe_cluster", {**answer, "ClusterStatus": "Creating"}, None)
+        sagemaker.add_response("describe_cluster", {**answer, "ClusterStatus": "Failed", "FailureMessage":
+                                                    "InsufficientInstanceCapacity for ml.p5.48xlarge in us-west-2a"},
+                               None)
+        code = _wait(config_dir, "--for", "cluster")
+    err = capsys.readouterr().err
+    assert code == 1
+    assert ("hpdpd: cluster failed: Failed (prefill 0/1): InsufficientInstanceCapacity for ml.p5.48xlarge in "
+            "us-west-2a") in err
+    assert "Creating (prefill 0/1)" in err  # the progress line of the first poll
+
+
+def test_a_timeout_exits_1_with_the_last_state(factory: ClientFactory, config_dir: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    code = _wait(config_dir, "--for", "cluster", "--timeout", "0.05")
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "hpdpd: timed out waiting for cluster: not ready after 0.05 s (last state: NotFound (not created yet))" in err
+
+
+def test_waiting_for_an_endpoint_nobody_can_observe_is_refused(factory: ClientFactory, config_dir: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    code = _wait(config_dir, "--for", "endpoint")
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "cannot observe endpoint(s)" in err and "pass --kubeconfig" in err
+
+
+def test_bad_arguments_are_refused_by_the_parser(config_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _wait(config_dir, "--for", "cluster", "--timeout", "-3")
+    assert exited.value.code == 2 and "must be greater than 0" in capsys.readouterr().err
