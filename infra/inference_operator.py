@@ -267,7 +267,8 @@ class InferenceOperator(Construct):
 
     def _model_bucket(self, index: int, bucket: ModelBucket, removal_policy: cdk.RemovalPolicy) -> s3.IBucket:
         if not bucket.create:
-            return s3.Bucket.from_bucket_name(self, f"ModelBucket{index}", bucket.name)
+            # from_bucket_arn keeps ${AWS::Partition}; from_bucket_name would write a literal partition
+            return s3.Bucket.from_bucket_arn(self, f"ModelBucket{index}", f"arn:{cdk.Aws.PARTITION}:s3:::{bucket.name}")
         return secure_bucket(self, f"ModelBucket{index}", bucket_name=bucket.name, removal_policy=removal_policy,
                              access_logs=self._access_logs)
 

@@ -11,6 +11,7 @@ from constructs import Construct
 from hpdpd.config import EnvironmentConfig
 from infra.guardrails import HyperPodDpdChecks, Settings
 from stacks.naming import environment, stack_name
+from stacks.endpoints_stack import EndpointsStack
 from stacks.network_stack import NetworkStack
 from stacks.platform_stack import PlatformStack
 
@@ -30,6 +31,13 @@ class EnvironmentStage(cdk.Stage):
                                       description=f"hyperpod-dpd {config.name}: EKS, HyperPod dependencies, HyperPod cluster",
                                       **common)
         self.platform.add_stack_dependency(self.network)
+        self.endpoints: EndpointsStack | None = None
+        if config.endpoints:
+            self.endpoints = EndpointsStack(
+                self, "Endpoints", config=config, eks_cluster=self.platform.eks,
+                inference_operator=self.platform.inference_operator, stack_name=stack_name(config, "endpoints"),
+                description=f"hyperpod-dpd {config.name}: DPD endpoints (InferenceEndpointConfig, router resources)",
+                **common)
         for key, value in {"project": "hyperpod-dpd", **config.tags}.items():
             cdk.Tags.of(self).add(key, value)
         # Security gates on every synth: cdk-nag's AwsSolutions pack. Findings fail synthesis unless acknowledged

@@ -79,7 +79,7 @@ class PlatformStack(cdk.Stack):
             prerequisite_versions=operator.prerequisite_versions,
             execution_role_name=operator.execution_role(hp_cfg.cluster_name),
             tls_bucket_name=operator.tls_bucket(config.account, config.region),
-            model_buckets=operator.model_buckets,
+            model_buckets=config.model_buckets,
             gated_model_access=operator.gated_model_access,
             observability=ObservabilityOptions(addon_version=operator.observability.addon_version)
             if operator.observability.enabled else None,

@@ -13,7 +13,7 @@ from hpdpd.config.eks import EksConfig
 from hpdpd.config.endpoints import EndpointConfig
 from hpdpd.config.hyperpod import HyperPodConfig
 from hpdpd.config.network import NetworkConfig
-from hpdpd.config.operator import InferenceOperatorConfig
+from hpdpd.config.operator import InferenceOperatorConfig, ModelBucket
 from hpdpd.errors import Issue
 
 
@@ -67,7 +67,25 @@ class EnvironmentConfig(Model):
         yield from self.hyperpod.issues(self, "hyperpod")
         for i, endpoint in enumerate(self.endpoints):
             yield from endpoint.issues(self, f"endpoints[{i}]")
+            s3 = endpoint.model.s3
+            if s3 is not None and s3.region != self.region:
+                yield Issue(f"endpoints[{i}].model.s3.region", s3.region,
+                            f"must be the cluster's Region {self.region}: model loads from another Region are slow "
+                            "and cost cross-Region transfer; copy the weights into a bucket in the cluster's Region")
         yield from self.operator.issues(self, "operator")
+        gate = self.operator.dpd_gate(self.operator.release) if self.endpoints else None
+        if gate:
+            yield Issue("operator.version", self.operator.version, gate)
+
+    @property
+    def model_buckets(self) -> tuple[ModelBucket, ...]:
+        """The model buckets the S3 CSI role may read: the operator's, plus every S3 bucket an endpoint loads from."""
+        buckets = {b.name: b for b in self.operator.model_buckets}
+        for endpoint in self.endpoints:
+            s3 = endpoint.model.s3
+            if s3 is not None and s3.bucket not in buckets:
+                buckets[s3.bucket] = ModelBucket(name=s3.bucket, region=s3.region)
+        return tuple(buckets.values())
 
     @property
     def partition(self) -> str:

@@ -1,0 +1,49 @@
+"""EndpointsStack: each endpoint's manifests are applied through the platform's kubectl provider, after the
+inference add-on, and pass the same schema checks as the GitOps output."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from k8s.gitops import render_environment
+from hpdpd.config import load_environment
+
+
+def _manifests(synthesized) -> dict[str, dict[str, Any]]:
+    return synthesized.resources("dev", "endpoints", "Custom::AWSCDK-EKS-KubernetesResource")
+
+
+def test_one_manifest_per_endpoint_with_the_same_objects_as_the_gitops_output(synthesized) -> None:
+    (resource,) = _manifests(synthesized).values()
+    applied = json.loads(resource["Properties"]["Manifest"])
+    written = render_environment(load_environment("dev"))["llama-3-3-70b"]
+
+    def strip(objects: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
+        """Compare kind, name and spec; CDK adds a prune label to every object it applies."""
+        return sorted((o["kind"], o["metadata"]["name"], o.get("spec")) for o in objects)  # type: ignore[misc]
+
+    assert strip(applied) == strip(written)
+    kinds = sorted(o["kind"] for o in applied)
+    assert "InferenceEndpointConfig" in kinds and "Service" in kinds and "PodDisruptionBudget" in kinds
+    assert resource["Properties"]["Overwrite"] is True
+    assert all(any(k.startswith("aws.cdk.eks/prune-") for k in o["metadata"]["labels"]) for o in applied)
+
+
+def test_endpoints_deploy_after_the_platform_stack_that_holds_the_inference_addon(synthesized) -> None:
+    manifest = json.loads((synthesized.outdir / "assembly-dev" / "manifest.json").read_text())
+    endpoints = next(a for a in manifest["artifacts"].values() if a.get("displayName") == "dev/Endpoints")
+    assert any("Platform" in d for d in endpoints["dependencies"])
+    assert synthesized.stack_names[("dev", "endpoints")] == "hpdpd-dev-endpoints"
+
+
+def test_manifests_use_the_platforms_kubectl_provider_and_cluster(synthesized) -> None:
+    (resource,) = _manifests(synthesized).values()
+    props = resource["Properties"]
+    assert "KubectlProvider" in props["ServiceToken"]["Fn::GetStackOutput"]["OutputName"]
+    assert props["ClusterName"]["Fn::GetStackOutput"]["StackName"] == "hpdpd-dev-platform"
+
+
+def test_environments_without_endpoints_have_no_endpoints_stack(synthesized) -> None:
+    assert ("staging", "endpoints") not in synthesized.templates
+    assert ("prod", "endpoints") not in synthesized.templates
