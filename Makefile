@@ -33,6 +33,7 @@ $(STAMP_NODE): package.json package-lock.json
 synth: setup
 	rm -rf cdk.out
 	cdk synth --quiet
+	$(PY) -m k8s.gitops --out dist/k8s
 	$(PY) -m hpdpd.synth_summary cdk.out
 
 test: setup
