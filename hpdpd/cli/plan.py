@@ -91,6 +91,9 @@ def _workload(args: argparse.Namespace) -> Any:
             lengths[attribute] = LengthDistribution.parse(text)
         except ValueError as exc:
             raise _fail(flag, text, str(exc)) from None
+    if lengths["output_tokens"].points[0][0] < 2:
+        raise _fail("--output-tokens", args.output_tokens,
+                    "output lengths must be at least 2 tokens: TPOT is the time between output tokens")
     if (args.concurrency is None) == (args.request_rate is None):
         raise _fail("--concurrency", args.concurrency, "give exactly one of --concurrency or --request-rate")
     try:

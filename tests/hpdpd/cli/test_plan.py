@@ -108,6 +108,7 @@ BAD_INPUT = {
     "CPU instance": (["--instance", "ml.m7i.2xlarge"], "--instance: 'ml.m7i.2xlarge': is not a DPD GPU type"),
     "zero input": (["--input-tokens", "0"], "--input-tokens: '0': lengths must be at least 1 token, got 0"),
     "negative output": (["--output-tokens", "-5"], "--output-tokens: '-5': lengths must be at least 1 token"),
+    "one output token": (["--output-tokens", "1"], "--output-tokens: '1': output lengths must be at least 2 tokens"),
     "text length": (["--input-tokens", "long"], "--input-tokens: 'long': expected N, N,M or N:weight,M:weight"),
     "zero concurrency": (["--concurrency", "0"], "--concurrency: '0': values must be at least 1"),
     "negative nodes": (["--prefill-nodes", "-1"], "--prefill-nodes: '-1': must be at least 1"),
