@@ -128,14 +128,22 @@ def parse_environment(data: Any, *, name: str, source: str, base_dir: Path) -> E
     return env
 
 
+# Files in config/ that are not environments: pipeline.yaml configures the promotion pipeline (hpdpd.config.pipeline).
+RESERVED_NAMES = ("pipeline",)
+
+
 def list_environments(config_dir: Path = DEFAULT_CONFIG_DIR) -> list[str]:
-    return sorted(p.stem for p in config_dir.glob("*.yaml"))
+    return sorted(p.stem for p in config_dir.glob("*.yaml") if p.stem not in RESERVED_NAMES)
 
 
 def load_environment(name: str, config_dir: Path = DEFAULT_CONFIG_DIR) -> EnvironmentConfig:
     """Load ``<config_dir>/<name>.yaml``; every problem is a :class:`ConfigError` naming file, field and value."""
     path = config_dir / f"{name}.yaml"
     source = _display(path)
+    if name in RESERVED_NAMES:
+        available = ", ".join(list_environments(config_dir)) or "none"
+        raise ConfigError.single(source, "<file>", name, "reserved for the promotion pipeline's settings, not an "
+                                 f"environment; available environments: {available}")
     if not path.is_file():
         available = ", ".join(list_environments(config_dir)) or "none"
         raise ConfigError.single(source, "<file>", name, f"no such environment file; available environments: {available}")

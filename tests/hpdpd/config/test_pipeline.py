@@ -1,0 +1,195 @@
+"""config/pipeline.yaml: the committed file loads, is not an environment, and each kind of bad input fails with one
+line naming the file, the field path, the value and what is allowed."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+from hpdpd.config import list_environments, load_environment, parse_environment
+from hpdpd.config.pipeline import (
+    PipelineConfig,
+    PromotionConfig,
+    cross_check,
+    load_pipeline,
+    read_pipeline,
+)
+from hpdpd.errors import ConfigError, render_value
+
+ROOT = Path(__file__).resolve().parents[3]
+OTHER_CONNECTION = "arn:aws:codestar-connections:us-east-1:555555555555:connection/0a1b2c3d-4e5f-6789-abcd-ef0123456789"
+Mutation = Callable[[dict[str, Any]], None]
+
+
+@pytest.fixture(scope="module")
+def committed() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "config" / "pipeline.yaml").read_text())
+
+
+@pytest.fixture
+def config_dir(tmp_path: Path) -> Path:
+    """A copy of the committed config/ (environments and pipeline) to mutate."""
+    target = tmp_path / "config"
+    shutil.copytree(ROOT / "config", target)
+    return target
+
+
+def write_pipeline(config_dir: Path, base: dict[str, Any], mutate: Mutation) -> Path:
+    data = copy.deepcopy(base)
+    mutate(data)
+    (config_dir / "pipeline.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return config_dir
+
+
+def test_committed_pipeline_loads_in_promotion_order() -> None:
+    # WHEN the committed pipeline file is loaded and checked against the committed environments
+    pipeline = load_pipeline()
+    # THEN it is typed, frozen and lists the environments in promotion order
+    assert isinstance(pipeline, PipelineConfig)
+    assert pipeline.order == ("dev", "staging", "prod")
+    assert pipeline.source.connection_arn.startswith("arn:aws:codeconnections:")
+    assert pipeline.source.connection_account == pipeline.account
+    with pytest.raises(Exception):
+        pipeline.account = "999999999999"  # type: ignore[misc]
+
+
+def test_approval_defaults_to_the_environments_production_flag(committed: dict[str, Any]) -> None:
+    # GIVEN the committed environments, and promotions that do not set approval
+    envs = {name: load_environment(name) for name in ("dev", "staging", "prod")}
+    # WHEN approval is left to its default, THEN only the production environment needs one
+    assert {n: PromotionConfig(name=n).needs_approval(e) for n, e in envs.items()} == {
+        "dev": False, "staging": False, "prod": True}
+    # AND an explicit setting wins either way
+    assert PromotionConfig(name="staging", approval=True).needs_approval(envs["staging"]) is True
+    assert PromotionConfig(name="prod", approval=False).needs_approval(envs["prod"]) is False
+    # AND the committed file asks for one before prod only
+    pipeline = load_pipeline()
+    assert [p.name for p in pipeline.environments if p.needs_approval(envs[p.name])] == ["prod"]
+
+
+def test_pipeline_yaml_is_not_an_environment(config_dir: Path) -> None:
+    # GIVEN a config directory that holds pipeline.yaml next to the environment files
+    assert (config_dir / "pipeline.yaml").is_file()
+    # WHEN environments are listed, THEN the pipeline is not among them
+    assert list_environments(config_dir) == ["dev", "prod", "staging"]
+    # AND asking for it as an environment fails with one line that says why and what is available
+    with pytest.raises(ConfigError) as caught:
+        load_environment("pipeline", config_dir)
+    assert str(caught.value) == (
+        f"{config_dir / 'pipeline.yaml'}: <file>: 'pipeline': reserved for the promotion pipeline's settings, "
+        "not an environment; available environments: dev, prod, staging")
+
+
+def _promotion(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    return lambda d: next(p for p in d["environments"] if p["name"] == name)
+
+
+def _smoke_dev(d: dict[str, Any]) -> None:
+    _promotion("dev")(d).update(smoke=True, checks_role_arn="arn:aws:iam::111111111111:role/hpdpd-pipeline-smoke")
+
+
+# Each case: a mutation of the committed pipeline.yaml and the exact line it must produce (after the file name).
+BAD_INPUT: dict[str, tuple[Mutation, str]] = {
+    "an environment listed twice": (
+        lambda d: d["environments"].append({"name": "staging"}),
+        "environments[3].name: 'staging': listed twice (first at environments[1]); each environment is promoted once, "
+        "in one place of the order"),
+    "an unknown environment in the order": (
+        lambda d: d["environments"].insert(1, {"name": "qa"}),
+        "environments[1].name: 'qa': no such environment; allowed: dev, prod, staging"),
+    "the pipeline itself in the order": (
+        lambda d: d["environments"].append({"name": "pipeline"}),
+        "environments[3].name: 'pipeline': no such environment; allowed: dev, prod, staging"),
+    "a missing connection ARN": (
+        lambda d: d["source"].pop("connection_arn"),
+        "source.connection_arn: None: is required: the ARN of an authorized connection, e.g. "
+        "'arn:aws:codeconnections:us-west-2:444444444444:connection/0a1b2c3d-4e5f-6789-abcd-ef0123456789'"),
+    "a malformed connection ARN": (
+        lambda d: d["source"].__setitem__("connection_arn", "arn:aws:codeconnections:us-west-2:444444444444:acme"),
+        "source.connection_arn: 'arn:aws:codeconnections:us-west-2:444444444444:acme': must be a CodeConnections "
+        "(or CodeStar Connections) connection ARN such as "
+        "'arn:aws:codeconnections:us-west-2:444444444444:connection/0a1b2c3d-4e5f-6789-abcd-ef0123456789'"),
+    "a connection of another account": (
+        lambda d: d["source"].__setitem__("connection_arn", OTHER_CONNECTION),
+        f"source.connection_arn: {render_value(OTHER_CONNECTION)}: a connection serves only pipelines of its own "
+        "account; create it in the pipeline account 444444444444"),
+    "a repository that is not owner/name": (
+        lambda d: d["source"].__setitem__("repository", "hyperpod-dpd"),
+        "source.repository: 'hyperpod-dpd': must be 'owner/name' of the Git repository (GitLab groups: 'group/sub/name')"),
+    "an unknown key on a promotion": (
+        lambda d: _promotion("prod")(d).__setitem__("aproval", True),
+        "environments[2].aproval: 'aproval': unknown key; allowed keys here: name, approval, smoke, checks_role_arn, "
+        "wait_timeout_minutes"),
+    "smoke without a checks role": (
+        lambda d: _promotion("dev")(d).__setitem__("smoke", True),
+        "environments[0].checks_role_arn: None: is required when smoke is true: the read-only CDK lookup role cannot "
+        "call sagemaker:InvokeEndpointWithResponseStream; see docs/pipeline.md"),
+    "smoke on an environment without endpoints": (
+        lambda d: _promotion("staging")(d).update(
+            smoke=True, checks_role_arn="arn:aws:iam::222222222222:role/hpdpd-pipeline-smoke"),
+        "environments[1].smoke: True: environment staging declares no endpoints to smoke-test; declare one or set "
+        "smoke: false"),
+    "smoke on endpoints that SageMaker cannot reach": (
+        _smoke_dev,
+        "environments[0].smoke: True: endpoint(s) llama-3-3-70b of dev have no sagemaker_endpoint_name: the "
+        "pipeline's checks run outside the cluster (no kubeconfig) and reach endpoints through SageMaker; set it in "
+        "the environment file or set smoke: false"),
+    "a checks role in another account": (
+        lambda d: _promotion("prod")(d).__setitem__("checks_role_arn", "arn:aws:iam::222222222222:role/checks"),
+        "environments[2].checks_role_arn: 'arn:aws:iam::222222222222:role/checks': must be a role in the "
+        "environment's account 333333333333"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT), ids=list(BAD_INPUT))
+def test_bad_pipeline_input_is_one_clear_line(case: str, config_dir: Path, committed: dict[str, Any]) -> None:
+    mutate, expected = BAD_INPUT[case]
+    # GIVEN the committed pipeline file with one mistake
+    write_pipeline(config_dir, committed, mutate)
+    # WHEN it is loaded
+    with pytest.raises(ConfigError) as caught:
+        load_pipeline(config_dir)
+    # THEN the error is exactly one line: file, field path, value, and what is allowed
+    assert str(caught.value).splitlines() == [f"{config_dir / 'pipeline.yaml'}: {expected}"]
+
+
+def test_several_mistakes_are_reported_together(config_dir: Path, committed: dict[str, Any]) -> None:
+    def two(d: dict[str, Any]) -> None:
+        d["environments"].append({"name": "dev"})
+        d["source"]["branch"] = "-main"
+
+    write_pipeline(config_dir, committed, two)
+    with pytest.raises(ConfigError) as caught:
+        read_pipeline(config_dir)
+    assert [i.path for i in caught.value.issues] == ["source.branch"]  # types first; duplicates need valid types
+    write_pipeline(config_dir, committed, lambda d: d["environments"].extend([{"name": "dev"}, {"name": "qa"}]))
+    with pytest.raises(ConfigError) as caught:
+        read_pipeline(config_dir)
+    assert [i.path for i in caught.value.issues] == ["environments[3].name", "environments[4].name"]
+
+
+def test_smoke_is_accepted_when_every_endpoint_is_reachable(config_dir: Path, committed: dict[str, Any],
+                                                            base_configs: dict[str, dict[str, Any]]) -> None:
+    # GIVEN dev's endpoint with a SageMaker endpoint name, and smoke with a checks role in dev's account
+    data = copy.deepcopy(base_configs["dev"])
+    data["endpoints"][0]["sagemaker_endpoint_name"] = "llama-3-3-70b"
+    dev = parse_environment(data, name="dev", source="dev.yaml", base_dir=ROOT)
+    write_pipeline(config_dir, committed, _smoke_dev)
+    # WHEN the pipeline is checked against that environment
+    pipeline = read_pipeline(config_dir)
+    cross_check(pipeline, [dev], config_dir=config_dir)
+    # THEN it is accepted, with the smoke switch and the role on dev alone
+    assert [(p.name, p.smoke, p.checks_role_arn) for p in pipeline.environments] == [
+        ("dev", True, "arn:aws:iam::111111111111:role/hpdpd-pipeline-smoke"), ("staging", False, None),
+        ("prod", False, None)]
+
+
+def test_a_missing_pipeline_file_names_itself(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        read_pipeline(tmp_path)
+    assert str(caught.value) == f"{tmp_path / 'pipeline.yaml'}: <file>: '{tmp_path / 'pipeline.yaml'}': no such file"
