@@ -57,7 +57,7 @@ def render(report: StatusReport) -> None:
                       escape_cell(n.status), escape_cell(n.message)) for n in report.nodes],
                     title=f"Nodes: {healthy_nodes}/{len(report.nodes)} {NODE_HEALTHY}")
     if report.addons:
-        print_table(("Add-on", "Version", "Status", "Pinned", "Minimum", "OK", "Issues"),
+        print_table(("Add-on", "Version", "Status", "Configured", "Minimum", "OK", "Issues"),
                     [(escape_cell(a.name), escape_cell(a.version or "-"), escape_cell(a.status),
                       escape_cell(a.configured or "-"), escape_cell(a.minimum or "-"), "yes" if a.ok else "NO",
                       escape_cell("; ".join(a.issues))) for a in report.addons],

@@ -75,7 +75,7 @@ class Progress:
         if self.status is not None:
             self.status.update(escape_cell(line))
         elif seen.state != self.last_state:
-            self.console.print(escape_cell(line))
+            self.console.print(escape_cell(line), soft_wrap=True)  # one unbroken line per change in CI logs
         self.last_state = seen.state
 
 

@@ -116,7 +116,10 @@ def subnet_checks(env: EnvironmentConfig, ec2: Any, cluster: HyperPodState | Non
         assert env.network.create is not None
         cidr = ipaddress.IPv4Network(env.network.create.gpu_subnet_cidr)
         usable = cidr.num_addresses - RESERVED_PER_SUBNET
-        if usable < need:
+        if nodes == 0:
+            yield passed(name, f"GPU subnet {cidr} has {usable} usable addresses; the cluster already runs every "
+                               "configured node")
+        elif usable < need:
             yield failed(name, f"the new GPU subnet {cidr} has {usable} usable addresses; {nodes} node(s) need {need} "
                                f"({sizing})", fix="set network.create.gpu_subnet_cidr to a larger block (up to /16)")
         else:

@@ -163,5 +163,5 @@ def addon_checks(env: EnvironmentConfig, eks: Any, cluster: EksState | None,
         elif installed is not None:
             parts.append(_installed_part(env, expected, installed.get(expected.name)))
         status = _worst(parts)
-        fix = next((p.fix for p in parts if p.status == status and p.fix), None)
+        fix = "; ".join(dict.fromkeys(p.fix for p in parts if p.status == status and p.fix)) or None
         yield Check(name=f"addon:{expected.name}", status=status, detail="; ".join(p.text for p in parts), fix=fix)

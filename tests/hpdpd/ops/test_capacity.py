@@ -12,7 +12,7 @@ from botocore.stub import Stubber
 from hpdpd.aws import ClientFactory
 from hpdpd.config import EnvironmentConfig
 from hpdpd.ops.capacity import configured_counts, needed_ips, offering_checks, quota_checks, subnet_checks
-from hpdpd.ops.clusters import describe_hyperpod
+from hpdpd.ops.clusters import GroupState, HyperPodState, describe_hyperpod
 
 REGION = "us-west-2"
 
@@ -96,10 +96,17 @@ def test_a_new_vpc_is_sized_offline(make_env: Callable[..., EnvironmentConfig], 
         data["network"]["create"]["gpu_subnet_cidr"] = "10.1.0.0/24"
         _group(data, "prefill")["count"] = 5
 
-    rows = list(subnet_checks(make_env(crowded), clients.client("ec2"), None))
+    env = make_env(crowded)
+    rows = list(subnet_checks(env, clients.client("ec2"), None))
     # THEN it fails: 251 usable addresses for 330 needed
     assert rows[0].status == "fail"
     assert "has 251 usable addresses; 8 node(s) need 330" in rows[0].detail
+    # AND once a cluster runs every node, nothing more is needed
+    running = HyperPodState(name="hpdpd-dev", status="InService", failure_message="", groups=tuple(
+        GroupState(name=g.name, instance_type=g.instance_type, current=g.count, target=g.count)
+        for g in env.hyperpod.instance_groups))
+    rows = list(subnet_checks(env, clients.client("ec2"), running))
+    assert rows[0].status == "pass" and "already runs every configured node" in rows[0].detail
 
 
 @pytest.fixture
