@@ -9,7 +9,7 @@ endpoint lacks, throttling after retries) is a WARN naming the permission it nee
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hpdpd.aws import ClientSource
 from hpdpd.ops import capacity, eks_checks, model_checks
@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from hpdpd.config import EnvironmentConfig
 
 
-def credentials_check(env: EnvironmentConfig, sts: object) -> Check:
+def credentials_check(env: EnvironmentConfig, sts: Any) -> Check:
     """The caller's identity; credential errors propagate (no other check can run without credentials)."""
-    identity = sts.get_caller_identity()  # type: ignore[attr-defined]
+    identity = sts.get_caller_identity()
     account, arn = identity.get("Account", ""), identity.get("Arn", "")
     if account != env.account:
         return failed("credentials", f"credentials are for account {account} ({arn}); environment "
