@@ -11,8 +11,10 @@ from typing import Any, Sequence
 import aws_cdk as cdk
 
 from hpdpd.config import DEFAULT_CONFIG_DIR, EnvironmentConfig, load_all
+from hpdpd.config.pipeline import PipelineConfig, cross_check, pipeline_file, read_pipeline
 from hpdpd.errors import HpdpdError
 from stacks.environment_stage import EnvironmentStage
+from stacks.pipeline_stack import PIPELINE_ID, PipelineStack, pinned_cli_version
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 ENVIRONMENTS_CONTEXT_KEY = "hpdpd:environments"
@@ -40,9 +42,30 @@ def build_app(
 ) -> tuple[cdk.App, dict[str, EnvironmentStage]]:
     """All configs are loaded and validated before the first construct exists, so bad input makes nothing."""
     selected = list(configs) if configs is not None else load_all(config_dir, list(environments) if environments else None)
+    pipeline = _pipeline_config(config_dir, selected)
     app = cdk.App(outdir=outdir, context=context) if (outdir or context is not None) else cdk.App()
     stages = {c.name: EnvironmentStage(app, c.name, config=c) for c in selected}
+    if pipeline is not None:  # after the stages: the pipeline deploys these very stages
+        PipelineStack(app, PIPELINE_ID, config=pipeline, stages=[stages[n] for n in pipeline.order],
+                      cli_version=pinned_cli_version(PROJECT_ROOT))
     return app, stages
+
+
+def _pipeline_config(config_dir: Path, selected: Sequence[EnvironmentConfig]) -> PipelineConfig | None:
+    """The pipeline when ``config_dir`` has ``pipeline.yaml`` and the selection holds all of its environments.
+
+    A selection that leaves some out (``HPDPD_ENVIRONMENTS=dev``) synthesizes no pipeline rather than a partial
+    one: deploying a pipeline without prod would silently drop prod's stage. The file itself is validated either
+    way; its cross-checks against environment contents run only when the pipeline is built.
+    """
+    if not pipeline_file(config_dir).is_file():
+        return None
+    config = read_pipeline(config_dir)
+    names = {c.name for c in selected}
+    if not all(n in names for n in config.order):
+        return None
+    cross_check(config, selected, config_dir=config_dir)
+    return config
 
 
 def _selected_from_context(app_context: str | None) -> list[str] | None:

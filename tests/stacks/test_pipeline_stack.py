@@ -1,0 +1,293 @@
+"""The promotion pipeline as synthesized by ``make synth``: stages in config order, checks wired to their environment,
+the approval before prod, the very stacks ``cdk deploy "<env>/*"`` deploys, zero cfn-lint and CDK validation findings.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+import yaml
+from aws_cdk import assertions, pipelines
+from cfnlint.api import ManualArgs, lint
+
+from hpdpd.config import load_environment, parse_environment
+from hpdpd.config.pipeline import PipelineConfig, load_pipeline
+from stacks.application import build_app, cdk_json_context
+from stacks.pipeline_stack import EnvironmentChecks, pinned_cli_version
+
+ROOT = Path(__file__).resolve().parents[2]
+HPDPD = ".venv/bin/hpdpd"
+CFN_ACTIONS = ("Prepare", "Deploy")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The synthesized pipeline stack: its template, its CodePipeline and the CodeBuild projects of its actions."""
+
+    outdir: Path
+    config: PipelineConfig
+    artifact: dict[str, Any]
+    template: dict[str, Any]
+
+    @property
+    def resources(self) -> dict[str, dict[str, Any]]:
+        return self.template["Resources"]
+
+    @property
+    def codepipeline(self) -> dict[str, Any]:
+        (found,) = [r for r in self.resources.values() if r["Type"] == "AWS::CodePipeline::Pipeline"]
+        return found["Properties"]
+
+    def stage(self, name: str) -> list[dict[str, Any]]:
+        return next(s["Actions"] for s in self.codepipeline["Stages"] if s["Name"] == name)
+
+    def action(self, stage: str, name: str) -> dict[str, Any]:
+        return next(a for a in self.stage(stage) if a["Name"] == name)
+
+    def project(self, action: dict[str, Any]) -> dict[str, Any]:
+        return self.resources[action["Configuration"]["ProjectName"]["Ref"]]["Properties"]
+
+    def buildspec(self, action: dict[str, Any]) -> dict[str, Any]:
+        return json.loads(self.project(action)["Source"]["BuildSpec"])
+
+    def commands(self, action: dict[str, Any]) -> list[str]:
+        return self.buildspec(action)["phases"]["build"]["commands"]
+
+    def variables(self, action: dict[str, Any]) -> dict[str, str]:
+        return {v["Name"]: v["Value"] for v in self.project(action)["Environment"].get("EnvironmentVariables", [])}
+
+
+@pytest.fixture(scope="module")
+def pipeline(synthesized) -> Pipeline:
+    """The pipeline is part of the app ``make synth`` synthesizes, so the session's one synth already holds it."""
+    manifest = json.loads((synthesized.outdir / "manifest.json").read_text())
+    artifact = next(a for a in manifest["artifacts"].values()
+                    if a["type"] == "aws:cloudformation:stack" and a["displayName"] == "pipeline")
+    template = json.loads((synthesized.outdir / artifact["properties"]["templateFile"]).read_text())
+    return Pipeline(synthesized.outdir, load_pipeline(), artifact, template)
+
+
+def _lookup_role(env: str) -> str:
+    config = load_environment(env)
+    return f"arn:aws:iam::{config.account}:role/cdk-hnb659fds-lookup-role-{config.account}-{config.region}"
+
+
+def test_pipeline_stack_lives_in_its_own_account_with_a_stable_name(pipeline: Pipeline) -> None:
+    assert pipeline.artifact["environment"] == "aws://444444444444/us-west-2"
+    assert pipeline.artifact["properties"]["stackName"] == "hpdpd-pipeline"
+    props = pipeline.codepipeline
+    assert (props["Name"], props["PipelineType"], props["ExecutionMode"]) == ("hpdpd-pipeline", "V2", "SUPERSEDED")
+    # cross-account artifacts need a customer-managed key; it rotates
+    (key,) = [r for r in pipeline.resources.values() if r["Type"] == "AWS::KMS::Key"]
+    assert key["Properties"]["EnableKeyRotation"] is True
+
+
+def test_stages_follow_the_config_order(pipeline: Pipeline) -> None:
+    # WHEN the pipeline's stages are read from the template
+    names = [s["Name"] for s in pipeline.codepipeline["Stages"]]
+    # THEN source, synth, self-mutation and assets come first, then the environments exactly in config order
+    assert names == ["Source", "Build", "UpdatePipeline", "Assets", *pipeline.config.order]
+    assert pipeline.config.order == ("dev", "staging", "prod")
+
+
+def test_source_is_the_configured_connection_repository_and_branch(pipeline: Pipeline) -> None:
+    (source,) = pipeline.stage("Source")
+    assert source["ActionTypeId"]["Provider"] == "CodeStarSourceConnection"
+    assert {k: source["Configuration"][k] for k in ("ConnectionArn", "FullRepositoryId", "BranchName")} == {
+        "ConnectionArn": pipeline.config.source.connection_arn, "FullRepositoryId": "acme/hyperpod-dpd",
+        "BranchName": "main"}
+
+
+def test_synth_runs_the_projects_own_make_targets_with_the_pinned_cli(pipeline: Pipeline) -> None:
+    synth = pipeline.buildspec(pipeline.action("Build", "Synth"))
+    assert synth["phases"]["install"]["commands"] == ["make setup"]
+    assert synth["phases"]["build"]["commands"] == ["make test", "make synth"]
+    assert synth["artifacts"]["base-directory"] == "cdk.out"
+    # the self-mutation (and asset publishing) use the aws-cdk CLI version pinned in package.json
+    version = pinned_cli_version(ROOT)
+    assert version == json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
+    mutate = pipeline.buildspec(pipeline.action("UpdatePipeline", "SelfMutate"))
+    assert f"npm install -g aws-cdk@{version}" in mutate["phases"]["install"]["commands"]
+
+
+def test_manual_approval_comes_before_prod_only(pipeline: Pipeline) -> None:
+    # WHEN the approval actions of each environment stage are collected
+    approvals = {env: [a for a in pipeline.stage(env) if a["ActionTypeId"]["Category"] == "Approval"]
+                 for env in pipeline.config.order}
+    # THEN only prod has one
+    assert {env: len(found) for env, found in approvals.items()} == {"dev": 0, "staging": 0, "prod": 1}
+    # AND it runs first, then the preflight, then the deployments
+    (approve,) = approvals["prod"]
+    preflight = pipeline.action("prod", "Preflight")
+    deployments = [a["RunOrder"] for a in pipeline.stage("prod") if a["Name"].rsplit(".", 1)[-1] in CFN_ACTIONS]
+    assert approve["RunOrder"] < preflight["RunOrder"] < min(deployments)
+    assert "dev, staging deployed and checked by this execution" in approve["Configuration"]["CustomData"]
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_checks_are_wired_to_their_environment(pipeline: Pipeline, env: str) -> None:
+    config = load_environment(env)
+    target = f"--output json --profile hpdpd-read --region {config.region}"
+    actions = pipeline.stage(env)
+    deployments = [a["RunOrder"] for a in actions if a["Name"].rsplit(".", 1)[-1] in CFN_ACTIONS]
+    preflight, verify = pipeline.action(env, "Preflight"), pipeline.action(env, "Verify")
+    # THEN preflight runs before every deployment of the stage, wait and status after all of them
+    assert preflight["RunOrder"] < min(deployments) and verify["RunOrder"] > max(deployments)
+    # AND each targets this environment, through a profile that assumes this account's lookup role
+    profile = ['aws configure set profile.hpdpd-read.role_arn "$HPDPD_READ_ROLE_ARN"',
+               "aws configure set profile.hpdpd-read.credential_source EcsContainer",
+               "aws configure set profile.hpdpd-read.role_session_name hpdpd-pipeline-checks"]
+    assert pipeline.commands(preflight) == [*profile, f"{HPDPD} preflight --env {env} {target}"]
+    wait = pipeline.config.promotion(env).wait_timeout_minutes * 60
+    assert pipeline.commands(verify) == [
+        *profile,
+        f"{HPDPD} wait --env {env} --for cluster --timeout {wait} {target}",
+        f"{HPDPD} wait --env {env} --for addons --timeout {wait} {target}",
+        f"{HPDPD} status --env {env} {target}",
+    ]
+    for action in (preflight, verify):
+        assert pipeline.variables(action) == {"HPDPD_READ_ROLE_ARN": _lookup_role(env)}
+        assert pipeline.buildspec(action)["phases"]["install"]["commands"] == ["make setup"]
+    assert pipeline.project(verify)["TimeoutInMinutes"] == 2 * pipeline.config.promotion(env).wait_timeout_minutes + 30
+    # AND their CodeBuild role is this environment's and may assume this environment's lookup role only
+    role_id = pipeline.project(preflight)["ServiceRole"]["Fn::GetAtt"][0]
+    assert pipeline.project(verify)["ServiceRole"]["Fn::GetAtt"][0] == role_id
+    assert pipeline.resources[role_id]["Properties"]["RoleName"] == f"hpdpd-pipeline-checks-{env}"
+    assumed = [s["Resource"] for r in pipeline.resources.values() if r["Type"] == "AWS::IAM::Policy"
+               and {"Ref": role_id} in r["Properties"]["Roles"]
+               for s in r["Properties"]["PolicyDocument"]["Statement"] if s["Action"] == "sts:AssumeRole"]
+    assert assumed == [_lookup_role(env)]
+
+
+def test_the_committed_config_runs_no_smoke_step(pipeline: Pipeline) -> None:
+    # smoke is off in config/pipeline.yaml (dev's endpoint has no SageMaker endpoint name to reach it by)
+    assert all(a["Name"] != "Smoke" for env in pipeline.config.order for a in pipeline.stage(env))
+
+
+@pytest.mark.parametrize("env", ["dev", "staging", "prod"])
+def test_pipeline_deploys_the_stacks_cdk_deploy_deploys(pipeline: Pipeline, env: str) -> None:
+    # GIVEN the stacks that `cdk deploy "<env>/*"` selects: the <env>/* artifacts of the top-level assembly-<env>
+    manifest = json.loads((pipeline.outdir / f"assembly-{env}" / "manifest.json").read_text())
+    stacks = [a for a in manifest["artifacts"].values()
+              if a["type"] == "aws:cloudformation:stack" and a["displayName"].startswith(f"{env}/")]
+    (synth_output,) = [o["Name"] for o in pipeline.action("Build", "Synth")["OutputArtifacts"]]
+    expected = {(s["properties"]["stackName"], f"{synth_output}::assembly-{env}/{s['properties']['templateFile']}")
+                for s in stacks}
+    # WHEN the pipeline's CloudFormation actions for the environment are read
+    prepares = [a for a in pipeline.stage(env) if a["Name"].endswith(".Prepare")]
+    # THEN they create change sets for exactly those stack names from exactly those template files: the pipeline's
+    # stage is the app's own stage object, so there is no second copy of the stacks and nothing to normalize
+    assert {(a["Configuration"]["StackName"], a["Configuration"]["TemplatePath"]) for a in prepares} == expected
+    assert len(prepares) == len(stacks) >= 2
+    assert not list(pipeline.outdir.glob("assembly-pipeline*"))
+    # AND they deploy into the environment's account and Region with its bootstrap roles
+    config = load_environment(env)
+    for action in (a for a in pipeline.stage(env) if a["Name"].rsplit(".", 1)[-1] in CFN_ACTIONS):
+        assert f":iam::{config.account}:role/cdk-hnb659fds-deploy-role-{config.account}-{config.region}" in \
+            json.dumps(action["RoleArn"])
+        assert action.get("Region", "us-west-2") == config.region
+    exec_roles = {a["Configuration"]["RoleArn"]["Fn::Sub"] for a in prepares}
+    assert exec_roles == {f"arn:${{AWS::Partition}}:iam::{config.account}:role/"
+                          f"cdk-hnb659fds-cfn-exec-role-{config.account}-{config.region}"}
+    # AND in dependency order: the network stack is deployed before the platform stack is prepared
+    order = {a["Name"]: a["RunOrder"] for a in pipeline.stage(env)}
+    assert order[f"hpdpd-{env}-network.Deploy"] < order[f"hpdpd-{env}-platform.Prepare"]
+
+
+def test_pipeline_templates_pass_cfn_lint(pipeline: Pipeline) -> None:
+    # The pipeline stack and the cross-Region support stack CodePipeline adds for prod's Region
+    manifest = json.loads((pipeline.outdir / "manifest.json").read_text())
+    stacks = [a for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"]
+    assert sorted(a["properties"]["stackName"] for a in stacks) == ["hpdpd-pipeline", "hpdpd-pipeline-support-us-east-1"]
+    problems = []
+    for artifact in stacks:
+        region = artifact["environment"].rsplit("/", 1)[-1]
+        text = (pipeline.outdir / artifact["properties"]["templateFile"]).read_text()
+        for match in lint(text, config=ManualArgs(regions=[region], ignore_checks=["W3005"])):
+            problems.append(f"{artifact['displayName']}: {match.rule.id} {match.message} ({'/'.join(map(str, match.path))})")
+    assert problems == []
+
+
+def test_cdk_validation_finds_nothing_in_the_pipeline(pipeline: Pipeline) -> None:
+    # The flag is on, so an error-level finding (CloudFormation validation, cdk-nag, the toolkit's own rules) fails
+    # synthesis; the session synth succeeded. Any report written must hold no finding on the pipeline's constructs.
+    assert cdk_json_context()["@aws-cdk/core:validateAgainstDefaultRules"] is True
+    report_path = pipeline.outdir / "validation-report.json"
+    report = json.loads(report_path.read_text()) if report_path.exists() else {"pluginReports": []}
+    findings = [(p["pluginName"], v["ruleName"], c.get("constructPath"))
+                for p in report["pluginReports"] for v in p["violations"] for c in v["violatingConstructs"]
+                if str(c.get("constructPath", "")).startswith(("pipeline/", "cross-region-stack"))]
+    assert findings == []
+
+
+def test_smoke_steps_use_the_checks_role_and_wait_for_each_endpoint(base_configs: dict[str, dict[str, Any]]) -> None:
+    # GIVEN dev with an endpoint reachable through SageMaker, and smoke on with a checks role in dev's account
+    data = copy.deepcopy(base_configs["dev"])
+    data["endpoints"][0]["sagemaker_endpoint_name"] = "llama-3-3-70b"
+    env = parse_environment(data, name="dev", source="dev.yaml", base_dir=ROOT)
+    pipeline_data = yaml.safe_load((ROOT / "config" / "pipeline.yaml").read_text())
+    pipeline_data["environments"][0].update(smoke=True, checks_role_arn="arn:aws:iam::111111111111:role/smoke")
+    config = PipelineConfig.model_validate(pipeline_data)
+    stack = cdk.Stack(cdk.App(), "Checks", env=cdk.Environment(account="444444444444", region="us-west-2"))
+    source = pipelines.CodePipelineSource.connection("acme/hyperpod-dpd", "main",
+                                                     connection_arn=config.source.connection_arn)
+    # WHEN the checks of dev are built
+    checks = EnvironmentChecks(stack, "Checks", pipeline=config, promotion=config.promotion("dev"), env=env,
+                               source=source, qualifier="hnb659fds")
+    smoke = checks.smoke()
+    # THEN the smoke step waits for the endpoint with the read-only role, then invokes it with the checks role
+    assert smoke is not None
+    assert list(smoke.commands)[-2:] == [
+        f"{HPDPD} wait --env dev --for endpoint --endpoint llama-3-3-70b --timeout 5400 --output json "
+        "--profile hpdpd-read --region us-west-2",
+        f"{HPDPD} smoke --env dev --endpoint llama-3-3-70b --output json --profile hpdpd-smoke --region us-west-2",
+    ]
+    assert 'aws configure set profile.hpdpd-smoke.role_arn "$HPDPD_SMOKE_ROLE_ARN"' in smoke.commands
+    assert dict(smoke.env) == {"HPDPD_READ_ROLE_ARN": _lookup_role("dev"),
+                               "HPDPD_SMOKE_ROLE_ARN": "arn:aws:iam::111111111111:role/smoke"}
+    # AND the role of dev's checks may assume exactly these two roles of dev's account
+    assertions.Template.from_stack(stack).has_resource_properties("AWS::IAM::Policy", {
+        "PolicyDocument": {"Statement": [{"Action": "sts:AssumeRole", "Effect": "Allow",
+                                          "Resource": [_lookup_role("dev"), "arn:aws:iam::111111111111:role/smoke"]}]}})
+    # AND without smoke there is no smoke step
+    plain = EnvironmentChecks(stack, "Plain", pipeline=config, promotion=config.promotion("staging"),
+                              env=load_environment("staging"), source=source, qualifier="hnb659fds")
+    assert plain.smoke() is None
+
+
+def test_a_selection_without_all_pipeline_environments_builds_no_pipeline() -> None:
+    # WHEN only dev is selected (HPDPD_ENVIRONMENTS=dev)
+    app, stages = build_app(environments=["dev"], context=cdk_json_context())
+    # THEN dev is built and the pipeline is not: a pipeline without staging and prod would drop their stages
+    assert list(stages) == ["dev"]
+    assert app.node.try_find_child("pipeline") is None
+
+
+def test_bad_pipeline_config_stops_the_app_with_one_line(tmp_path: Path) -> None:
+    # GIVEN the committed config with staging listed twice in the pipeline's order
+    config_dir = tmp_path / "config"
+    shutil.copytree(ROOT / "config", config_dir)
+    data = yaml.safe_load((config_dir / "pipeline.yaml").read_text())
+    data["environments"].append({"name": "staging"})
+    (config_dir / "pipeline.yaml").write_text(yaml.safe_dump(data))
+    # WHEN app.py runs as the CDK CLI runs it
+    outdir = tmp_path / "cdk.out"
+    result = subprocess.run([sys.executable, str(ROOT / "app.py")], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "HPDPD_CONFIG_DIR": str(config_dir), "CDK_OUTDIR": str(outdir)},
+                            timeout=120, check=False)
+    # THEN it exits 2 with one line naming file, field, value and rule, and writes nothing
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {config_dir / 'pipeline.yaml'}: environments[3].name: 'staging': listed twice (first at "
+        "environments[1]); each environment is promoted once, in one place of the order"]
+    assert not outdir.exists() or not any(outdir.iterdir())
