@@ -9,6 +9,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP_PY := $(VENV)/.installed
 STAMP_NODE := node_modules/.installed
+CHECKOV_VENV := .venv-checkov
+STAMP_CHECKOV := $(CHECKOV_VENV)/.installed
 
 export PATH := $(CURDIR)/node_modules/node/bin:$(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 export JSII_RUNTIME_PACKAGE_CACHE_ROOT := $(CURDIR)/.cache/jsii
@@ -16,14 +18,20 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup synth test lint bench imports offerings clean
+.PHONY: setup synth test checkov lint bench imports offerings clean
 
-setup: $(STAMP_PY) $(STAMP_NODE)
+setup: $(STAMP_PY) $(STAMP_NODE) $(STAMP_CHECKOV)
 
 $(STAMP_PY): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements-dev.txt -c constraints.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	@touch $@
+
+# checkov pins dependencies that clash with the CDK toolchain, so it gets a venv of its own.
+$(STAMP_CHECKOV): requirements-checkov.txt constraints-checkov.txt
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt -c constraints-checkov.txt
 	@touch $@
 
 $(STAMP_NODE): package.json package-lock.json
@@ -38,6 +46,9 @@ synth: setup
 
 test: setup
 	$(PY) -m pytest
+
+checkov: synth
+	BC_SKIP_MAPPING=TRUE $(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -d cdk.out -d dist/k8s --output cli
 
 lint: setup
 	$(PY) -m ruff check .

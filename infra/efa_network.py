@@ -6,12 +6,15 @@ from typing import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from hpdpd.config.network import CreateVpc, ExistingVpc
 from hpdpd.errors import ConfigError
 from infra import guardrails
+from infra.arns import arn
 
 # FSx for Lustre client ports (https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html).
 LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
@@ -59,7 +62,16 @@ class EfaNetwork(Construct):
     def _create(self, props: CreateVpc, retention: logs.RetentionDays, removal_policy: cdk.RemovalPolicy) -> None:
         flow_logs: dict[str, ec2.FlowLogOptions] = {}
         if props.flow_logs:
-            group = logs.LogGroup(self, "FlowLogs", retention=retention, removal_policy=removal_policy)
+            key = kms.Key(self, "FlowLogsKey", enable_key_rotation=True, removal_policy=removal_policy,
+                          description="Encrypts the VPC flow logs of the HyperPod network")
+            stack = cdk.Stack.of(self)
+            key.add_to_resource_policy(iam.PolicyStatement(
+                sid="CloudWatchLogsUse", principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                resources=["*"],  # a key policy's resource is the key itself
+                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn":
+                                        arn(self, "logs", "log-group:*")}}))
+            group = logs.LogGroup(self, "FlowLogs", retention=retention, removal_policy=removal_policy, encryption_key=key)
             flow_logs["All"] = ec2.FlowLogOptions(
                 destination=ec2.FlowLogDestination.to_cloud_watch_logs(group), traffic_type=ec2.FlowLogTrafficType.ALL)
         # The GPU AZ goes first so that the first NAT gateway, which the GPU subnet uses, sits in the same AZ.

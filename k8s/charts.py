@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import cdk8s
+from cdk8s_plus_35 import k8s
 from constructs import Construct
 
 from hpdpd.config.endpoints import EndpointConfig
@@ -15,6 +16,9 @@ from k8s import defaults
 from k8s.endpoint import DisaggregatedEndpoint
 from k8s.router import EndpointRouter
 from k8s.validation import validate_manifests
+
+
+DEFAULT_NAMESPACE = "default"
 
 
 class ValidatedChart(cdk8s.Chart):
@@ -36,7 +40,8 @@ class ValidatedChart(cdk8s.Chart):
 
 
 class EndpointChart(ValidatedChart):
-    """Everything one DPD endpoint needs on the cluster: the IEC (``Endpoint``) and the router resources (``Router``).
+    """Everything one DPD endpoint needs on the cluster: its namespace (unless ``default``), the IEC (``Endpoint``)
+    and the router resources (``Router``).
 
     Deploy it after the inference operator add-on: the IEC needs the CRD, and the router objects in
     ``hyperpod-inference-system`` need that namespace.
@@ -46,6 +51,11 @@ class EndpointChart(ValidatedChart):
         super().__init__(scope, id, kubernetes_version=kubernetes_version, namespace=endpoint.namespace,
                          labels={defaults.MANAGED_BY_LABEL: defaults.MANAGED_BY,
                                  defaults.ENDPOINT_LABEL: endpoint.name})
+        self.namespace_object: k8s.KubeNamespace | None = None
+        if endpoint.namespace != DEFAULT_NAMESPACE:
+            # One DPD endpoint per namespace (see EndpointConfig), so the chart owns its namespace.
+            self.namespace_object = k8s.KubeNamespace(self, "Namespace", metadata=k8s.ObjectMeta(name=endpoint.namespace))
+            self.namespace_object.add_json_patch(cdk8s.JsonPatch.remove("/metadata/namespace"))  # cluster-scoped
         self.endpoint = DisaggregatedEndpoint(self, "Endpoint", endpoint=endpoint)
         self.router = EndpointRouter(self, "Router", endpoint=endpoint)
 

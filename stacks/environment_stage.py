@@ -9,6 +9,7 @@ import cdk_nag
 from constructs import Construct
 
 from hpdpd.config import EnvironmentConfig
+from infra.checkov import GeneratedHandlerSkips
 from infra.guardrails import HyperPodDpdChecks, Settings
 from stacks.naming import environment, stack_name
 from stacks.endpoints_stack import EndpointsStack
@@ -42,6 +43,7 @@ class EnvironmentStage(cdk.Stage):
             cdk.Tags.of(self).add(key, value)
         # Security gates on every synth: cdk-nag's AwsSolutions pack. Findings fail synthesis unless acknowledged
         # on the one construct they concern, with a reason (see infra/nag.py).
+        cdk.Aspects.of(self).add(GeneratedHandlerSkips())
         cdk.Validations.of(self).add_plugins(
             cdk_nag.AwsSolutionsChecks(self),
             HyperPodDpdChecks(Settings(production=config.production)),

@@ -18,12 +18,10 @@ Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]
 
 
 def _registrations() -> list[Register]:
-    """The subcommands, in the order ``hpdpd --help`` lists them."""
-    registrations: list[Register] = []
-    from hpdpd.cli import preflight, smoke, status, wait
+    """The subcommands, in the order ``hpdpd --help`` lists them (imported here to keep ``--version`` fast)."""
+    from hpdpd.cli import plan, preflight, smoke, status, wait
 
-    registrations += [preflight.register, status.register, wait.register, smoke.register]
-    return registrations
+    return [preflight.register, status.register, wait.register, smoke.register, plan.register]
 
 
 def common_options() -> argparse.ArgumentParser:
