@@ -74,8 +74,8 @@ def test_every_environment_renders_one_chart_per_endpoint(rendered: dict[str, di
     assert {env: sorted(charts) for env, charts in rendered.items()} == {
         "dev": ["llama-3-3-70b"], "prod": ["llama-prod"], "staging": ["llama-staging"]}
     kinds = sorted(m["kind"] for m in rendered["prod"]["llama-prod"])
-    assert kinds == ["InferenceEndpointConfig", "Ingress", "NetworkPolicy", "NetworkPolicy", "PodDisruptionBudget",
-                     "PodDisruptionBudget", "Service"]
+    assert kinds == ["InferenceEndpointConfig", "Ingress", "Namespace", "NetworkPolicy", "NetworkPolicy",
+                     "PodDisruptionBudget", "PodDisruptionBudget", "Service"]
 
 
 def test_every_custom_resource_matches_the_crd_schema(rendered: dict[str, dict[str, list[Manifest]]],
@@ -90,7 +90,7 @@ def test_every_custom_resource_matches_the_crd_schema(rendered: dict[str, dict[s
 def test_every_core_object_passes_kubernetes_validate_strict(rendered: dict[str, dict[str, list[Manifest]]],
                                                              environments: dict[str, EnvironmentConfig]) -> None:
     core = [(env, m) for env, m in _all(rendered) if m["kind"] != "InferenceEndpointConfig"]
-    assert len(core) == 16
+    assert len(core) == 19  # per endpoint: its Namespace, client Service, 2 NetworkPolicies, 2 PDBs (+ prod's Ingress)
     for env, manifest in core:
         kubernetes_validate.validate(manifest, environments[env].eks.version, strict=True)
 
@@ -122,7 +122,7 @@ def test_app_synthesis_writes_validated_files(tmp_path: Path, environments: dict
     app.synth()
     [written] = list(tmp_path.glob("*.k8s.yaml"))
     kinds = [doc["kind"] for doc in yaml.safe_load_all(written.read_text())]
-    assert kinds[0] == "InferenceEndpointConfig" and len(kinds) == 6
+    assert kinds[:2] == ["Namespace", "InferenceEndpointConfig"] and len(kinds) == 7
 
 
 @pytest.mark.parametrize(("extra", "expected"), [
@@ -141,3 +141,14 @@ def test_python_endpoints_are_cross_checked_against_the_environment(
         add_environment_charts(app, environments["dev"], extra_endpoints=[make_endpoint(**extra)])
     assert str(raised.value).startswith(expected), str(raised.value)
     assert app.charts == []
+
+
+def test_a_chart_owns_its_non_default_namespace_and_leaves_default_alone(environments: dict[str, EnvironmentConfig]) -> None:
+    # GIVEN dev's endpoint in its own namespace, and the same endpoint moved to "default"
+    own = add_environment_charts(cdk8s.App(), environments["dev"])[0]
+    endpoint = environments["dev"].endpoints[0].model_copy(update={"namespace": "default"})
+    shared = add_environment_charts(cdk8s.App(), environments["dev"].model_copy(update={"endpoints": (endpoint,)}))[0]
+    # THEN only the first renders a (cluster-scoped, un-namespaced) Namespace object, first in apply order
+    first = own.to_json()[0]
+    assert (first["kind"], first["metadata"]["name"], "namespace" in first["metadata"]) == ("Namespace", "llm-serving", False)
+    assert "Namespace" not in [m["kind"] for m in shared.to_json()]

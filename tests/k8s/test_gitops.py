@@ -37,8 +37,8 @@ def test_files_hold_exactly_the_validated_manifests(written: tuple[Path, dict[st
     out, _ = written
     documents = list(yaml.safe_load_all((out / "dev" / "llama-3-3-70b.k8s.yaml").read_text()))
     assert documents == render_environment(load_all(names=["dev"])[0])["llama-3-3-70b"]
-    assert [d["kind"] for d in documents] == ["InferenceEndpointConfig", "Service", "NetworkPolicy", "NetworkPolicy",
-                                              "PodDisruptionBudget", "PodDisruptionBudget"]
+    assert [d["kind"] for d in documents] == ["Namespace", "InferenceEndpointConfig", "Service", "NetworkPolicy",
+                                              "NetworkPolicy", "PodDisruptionBudget", "PodDisruptionBudget"]
 
 
 def test_an_environment_directory_is_rewritten_so_removed_endpoints_disappear(tmp_path: Path) -> None:

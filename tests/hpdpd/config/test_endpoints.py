@@ -46,7 +46,7 @@ def test_dev_declares_one_llama_endpoint_with_the_shape_other_modules_read() -> 
     # WHEN dev is loaded
     endpoint = load_environment("dev").endpoints[0]
     # THEN the attributes other modules read have the declared values
-    assert (endpoint.name, endpoint.namespace, endpoint.instance_type) == ("llama-3-3-70b", "default", "ml.p5.48xlarge")
+    assert (endpoint.name, endpoint.namespace, endpoint.instance_type) == ("llama-3-3-70b", "llm-serving", "ml.p5.48xlarge")
     assert endpoint.model.name == "Llama-3.3-70B-Instruct"
     s3 = endpoint.model.s3
     assert s3 is not None
@@ -308,7 +308,7 @@ BAD_FILE_INPUT: dict[str, tuple[Mutation, str, str, str]] = {
         "endpoints[1].name", "'llama-3-3-70b'", "duplicate endpoint name (also endpoints[0])"),
     "second endpoint in a namespace": (
         lambda d: d["endpoints"].append({**copy.deepcopy(_endpoint(d)), "name": "llama-b"}),
-        "endpoints[1].namespace", "'default'", "one DPD endpoint per namespace"),
+        "endpoints[1].namespace", "'llm-serving'", "one DPD endpoint per namespace"),
     "threshold below 0": (
         lambda d: _endpoint(d)["routing"].__setitem__("threshold", -5),
         "endpoints[0].routing.threshold", "-5", "must be 0 (always disaggregate) or a positive"),
