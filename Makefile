@@ -18,7 +18,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup synth test checkov lint bench imports offerings clean
+.PHONY: setup synth test checkov lint bench imports offerings stateful-manifest clean
 
 setup: $(STAMP_PY) $(STAMP_NODE) $(STAMP_CHECKOV)
 
@@ -55,6 +55,10 @@ lint: setup
 
 bench: setup
 	bash bench/synth.sh
+
+# Record the logical ids of every environment's stateful resources (after a deliberate, reviewed change).
+stateful-manifest: setup
+	$(PY) scripts/stateful_manifest.py
 
 # Regenerate hpdpd/catalogue/offerings.py from the installed cfn-lint and aws-cdk-lib validators.
 offerings: setup

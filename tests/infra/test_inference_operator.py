@@ -221,7 +221,7 @@ def with_options(tmp_path_factory, base_configs, cdk_context) -> dict[str, dict[
     import yaml
 
     from stacks.application import build_app
-    from tests.conftest import read_assembly
+    from stacks.assembly import read_assembly
 
     data = copy.deepcopy(base_configs["dev"])
     data["operator"] = {"observability": {"enabled": True}, "gated_model_access": True, "model_buckets": [
