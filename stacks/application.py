@@ -45,7 +45,8 @@ def build_app(
     pipeline = _pipeline_config(config_dir, selected)
     app = cdk.App(outdir=outdir, context=context) if (outdir or context is not None) else cdk.App()
     stages = {c.name: EnvironmentStage(app, c.name, config=c) for c in selected}
-    if pipeline is not None:  # after the stages: the pipeline deploys these very stages
+    # Last: the pipeline deploys these very stages, and CDK Pipelines synthesizes each stage as it is added.
+    if pipeline is not None:
         PipelineStack(app, PIPELINE_ID, config=pipeline, stages=[stages[n] for n in pipeline.order],
                       cli_version=pinned_cli_version(PROJECT_ROOT))
     return app, stages
