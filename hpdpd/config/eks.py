@@ -44,7 +44,7 @@ class EksConfig(Model):
     def _version(cls, value: Any) -> Any:
         if isinstance(value, float):
             raise ValueError(f"must be a quoted string such as '{DEFAULT_EKS_VERSION}' (YAML reads {value} as a number)")
-        if value not in EKS_VERSIONS:
+        if not isinstance(value, str) or value not in EKS_VERSIONS:
             raise ValueError(f"must be one of {', '.join(EKS_VERSIONS)} (the versions HyperPod supports)")
         return value
 

@@ -574,6 +574,8 @@ class EndpointConfig(Model):
                             f"runs {group.instance_type}, but the endpoint's instance_type is {self.instance_type}")
             else:
                 per_node = self.instance.gpu_count // self.gpus_per_pod
+                if per_node == 0:
+                    continue  # tensor_parallel_size exceeds the instance's GPUs: reported by the local checks
                 nodes = math.ceil(config.replicas / per_node)
                 if nodes > group.count:
                     yield Issue(join(path, f"{role}.replicas"), config.replicas,

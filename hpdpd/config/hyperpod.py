@@ -150,7 +150,6 @@ class HyperPodConfig(Model):
         yield from self.dependencies_chart.issues(root, join(path, "dependencies_chart"))
         groups_path = join(path, "instance_groups")
         seen: dict[str, int] = {}
-        gpu_zone: tuple[str, int] | None = None
         for index, group in enumerate(self.instance_groups):
             where = join(groups_path, index)
             yield from group.issues(root, where)
@@ -158,18 +157,17 @@ class HyperPodConfig(Model):
                 yield Issue(join(where, "name"), group.name,
                             f"duplicate instance group name (also instance_groups[{seen[group.name]}]); names must be unique")
             seen.setdefault(group.name, index)
-            zone = group.availability_zone or root.network.gpu_availability_zone
-            if group.is_gpu:
-                if gpu_zone and zone != gpu_zone[0]:
-                    yield Issue(join(where, "availability_zone"), zone,
-                                f"GPU groups must share one AZ for EFA KV transfer; instance_groups[{gpu_zone[1]}] is in {gpu_zone[0]}")
-                elif zone != root.network.gpu_availability_zone:
-                    yield Issue(join(where, "availability_zone"), zone,
-                                f"GPU groups must be in network.gpu_availability_zone ({root.network.gpu_availability_zone})")
-                gpu_zone = gpu_zone or (zone, index)
-            elif zone not in root.network.availability_zones:
+            zone = group.availability_zone
+            if zone is None:
+                continue  # the GPU subnet's AZ, validated by the network section
+            if group.is_gpu and zone != root.network.gpu_availability_zone:
                 yield Issue(join(where, "availability_zone"), zone,
-                            f"must be one of the VPC's AZs {list(root.network.availability_zones)}")
+                            f"GPU groups must share one AZ for EFA KV transfer: network.gpu_availability_zone "
+                            f"({root.network.gpu_availability_zone}), the AZ of the GPU subnet")
+            elif zone != root.network.gpu_availability_zone:
+                yield Issue(join(where, "availability_zone"), zone,
+                            f"must be network.gpu_availability_zone ({root.network.gpu_availability_zone}): every "
+                            "instance group runs in the GPU subnet, and prefill and decode must share its AZ")
         roles = {g.role for g in self.instance_groups}
         for needed in ("prefill", "decode"):
             if needed not in roles:

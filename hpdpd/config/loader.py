@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from pathlib import Path
@@ -73,10 +74,19 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | N
     return None
 
 
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.:/-]+$")
+
+
 def _path(loc: tuple[Any, ...]) -> str:
+    """``a.b[0].c``; a key that is not plain text (spaces, control characters) is quoted so the message stays one line."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not _PLAIN_KEY.match(str(part)):
+            out += f"[{str(part)!r}]"
+        else:
+            out += f".{part}" if out else str(part)
     return out or "<root>"
 
 

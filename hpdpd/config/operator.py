@@ -69,7 +69,7 @@ class InferenceOperatorConfig(Model):
     def _version(cls, value: Any) -> Any:
         if isinstance(value, float):
             raise ValueError(f"must be a quoted string such as '{DEFAULT_OPERATOR}' (YAML reads {value} as a number)")
-        if value not in OPERATOR_RELEASES:
+        if not isinstance(value, str) or value not in OPERATOR_RELEASES:
             raise ValueError(f"must be a known operator release: {', '.join(OPERATOR_RELEASES)}")
         return value
 

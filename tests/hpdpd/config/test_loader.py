@@ -65,7 +65,7 @@ BAD_INPUT: dict[str, tuple[Mutation, str, str, str]] = {
     "GPU groups in two AZs": (
         lambda d: _group(d, "decode").__setitem__("availability_zone", "us-west-2b"),
         "hyperpod.instance_groups[2].availability_zone", "'us-west-2b'",
-        "GPU groups must share one AZ for EFA KV transfer; instance_groups[1] is in us-west-2a"),
+        "GPU groups must share one AZ for EFA KV transfer: network.gpu_availability_zone (us-west-2a)"),
     "EKS version out of range": (
         lambda d: d["eks"].__setitem__("version", "1.29"),
         "eks.version", "'1.29'", "must be one of 1.30, 1.31, 1.32, 1.33, 1.34, 1.35"),
