@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from hpdpd.catalogue.instances import INSTANCE_TYPES
-from hpdpd.config import EnvironmentConfig, load_environment
+from hpdpd.config import EnvironmentConfig, load_all, load_environment
+from hpdpd.config.pipeline import load_pipeline
 
 
 def _stacks(assembly: Path, stage: str) -> list[tuple[str, int]]:
@@ -45,11 +46,15 @@ def main(argv: list[str] | None = None) -> int:
     manifest: dict[str, Any] = json.loads((assembly / "manifest.json").read_text())
     stages = sorted(a.removeprefix("assembly-") for a, v in manifest["artifacts"].items() if v.get("type") == "cdk:cloud-assembly")
     for stage in stages:
-        try:
-            config = load_environment(stage)
-        except Exception:  # a stage without an environment file (e.g. the pipeline) is summarized elsewhere
-            continue
-        print("\n".join(summarize(config, assembly)))
+        print("\n".join(summarize(load_environment(stage), assembly)))
+    pipeline = [a for a in manifest["artifacts"].values()
+                if a.get("type") == "aws:cloudformation:stack" and a.get("displayName") == "pipeline"]
+    if pipeline:
+        config = load_pipeline()
+        environments = {e.name: e for e in load_all(names=list(config.order))}
+        print(f"pipeline  account {config.account}  region {config.region}  stack {pipeline[0]['properties'].get('stackName')}")
+        print("  promotes " + " -> ".join(
+            f"{p.name}{' (approval first)' if p.needs_approval(environments[p.name]) else ''}" for p in config.environments))
     return 0
 
 

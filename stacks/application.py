@@ -84,7 +84,11 @@ def main() -> int:
     try:
         names = _selected_from_context(os.environ.get("HPDPD_ENVIRONMENTS"))
         config_dir = Path(os.environ.get("HPDPD_CONFIG_DIR", DEFAULT_CONFIG_DIR))
-        app, _ = build_app(config_dir=config_dir, environments=names)
+        # Run by the CDK CLI, the context (cdk.json flags + cdk.context.json) arrives in the environment; run
+        # directly (python app.py), read the same files so the same feature flags apply.
+        launched_by_cli = any(v in os.environ for v in ("CDK_CONTEXT_JSON", "CONTEXT_OVERFLOW_LOCATION"))
+        app, _ = build_app(config_dir=config_dir, environments=names,
+                           context=None if launched_by_cli else cdk_json_context())
         app.synth()
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)

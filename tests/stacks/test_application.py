@@ -73,3 +73,15 @@ def test_one_bad_environment_stops_all_of_them(write_config: Any, tmp_path: Path
     result = _run_app(config_dir, tmp_path / "out")
     assert result.returncode == 2 and "staging.yaml: hyperpod.instance_groups[1].count: 0" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_app_py_run_directly_applies_the_cdk_json_flags(tmp_path: Path) -> None:
+    """Without the CDK CLI, app.py reads cdk.json and cdk.context.json itself (same flags, same validation)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CDK_CONTEXT")}
+    env.update({"CDK_OUTDIR": str(tmp_path / "out"), "HPDPD_ENVIRONMENTS": "dev"})
+    result = subprocess.run([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    manifest = json.loads((tmp_path / "out" / "assembly-dev" / "manifest.json").read_text())
+    assert {a["displayName"] for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"} == {
+        "dev/Network", "dev/Platform", "dev/Endpoints"}
