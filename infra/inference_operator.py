@@ -42,7 +42,7 @@ from infra.buckets import secure_bucket
 from infra.eks_cluster import HyperPodEksCluster
 from infra.hyperpod_cluster import HyperPodCluster
 
-# IRSA subjects (platform.md §11.4): namespace:service-account of each controller.
+# IRSA subjects (SageMaker HyperPod inference setup documentation): namespace:service-account of each controller.
 OPERATOR_SERVICE_ACCOUNT = f"system:serviceaccount:{INFERENCE_NAMESPACE}:hyperpod-inference-controller-manager"
 ALB_SERVICE_ACCOUNT = f"system:serviceaccount:{INFERENCE_NAMESPACE}:aws-load-balancer-controller"
 KEDA_SERVICE_ACCOUNT = f"system:serviceaccount:{INFERENCE_NAMESPACE}:keda-operator"

@@ -1,6 +1,6 @@
 """Fixed values of the Kubernetes side: the worker container layout, pod sizing, and the operator's labels.
 
-Figures come from the documented DPD example (platform.md §3.8) and the operator's naming (§1.1); endpoint-level
+Figures come from the documented DPD example (SageMaker HyperPod DPD documentation) and the operator's naming (same page); endpoint-level
 defaults (image, threshold, buffer, strategy) live in ``hpdpd.catalogue`` and ``hpdpd.config.endpoints``.
 """
 

@@ -38,7 +38,7 @@ class _InferenceEndpointConfig(iec.InferenceEndpointConfig):
 
 class DisaggregatedEndpoint(Construct):
     """One DPD endpoint: an ``InferenceEndpointConfig`` with ``pdSpec``, which the operator turns into prefill and
-    decode Deployments, a router and its Service (platform.md §1.1).
+    decode Deployments, a router and its Service (SageMaker HyperPod DPD documentation).
 
     What it adds over the raw CRD:
 
@@ -48,7 +48,7 @@ class DisaggregatedEndpoint(Construct):
     * the three DPD environment variables, GPU (and CPU/memory) requests per role, per-role node selectors onto the
       HyperPod prefill and decode groups, same-AZ topology, ``/health`` load-balancer checks and the worker block;
     * the IEC name ``<name>-<generation>``: the generation hashes the fields the operator cannot change in place, so
-      changing one renders a new IEC (see ``docs/endpoints.md``).
+      changing one renders a new IEC (see README, "Changing immutable fields").
 
     The primary child ``Resource`` is the generated L1; its spec is produced at synthesis, so ``add_args`` after
     construction still lands in the manifest.

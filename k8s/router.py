@@ -1,6 +1,6 @@
 """EndpointRouter: what a team needs around the router the operator creates for a DPD endpoint.
 
-The operator already creates, per IEC (platform.md §1.1): the prefill and decode Deployments and pods, the router
+The operator already creates, per IEC (SageMaker HyperPod DPD documentation): the prefill and decode Deployments and pods, the router
 Deployment and its ``<iec>-<namespace>-routing-service`` Service in ``hyperpod-inference-system``, the load balancer
 of ``spec.loadBalancer`` and, with ``endpointName``, a SageMaker endpoint. This construct adds only what is missing:
 

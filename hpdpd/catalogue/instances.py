@@ -152,7 +152,7 @@ _DPD = [
 ]
 
 # CPU types a ``system`` instance group may use: x86_64 only, because the inference operator image is
-# amd64-only (platform.md §7.2). Sizes from EC2 DescribeInstanceTypes.
+# amd64-only (the operator Helm chart pins it to kubernetes.io/arch=amd64). Sizes from EC2 DescribeInstanceTypes.
 _SYSTEM_SIZES = {"large": 2, "xlarge": 4, "2xlarge": 8, "4xlarge": 16, "8xlarge": 32, "12xlarge": 48,
                  "16xlarge": 64, "24xlarge": 96}
 _GIB_PER_VCPU = {"m5": 4, "m6i": 4, "m7i": 4, "c6i": 2}

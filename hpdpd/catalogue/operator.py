@@ -1,7 +1,7 @@
 """HyperPod Inference Operator releases, its EKS add-on, prerequisites and the DPD worker images.
 
 Sources: SageMaker HyperPod inference release notes (v2.3 ... v3.4), the DPD page and blog (2026-07-10), and the
-``hyperpod-inference-operator`` Helm chart 2.2.2 in aws/sagemaker-hyperpod-cli @ 011ca927 (platform.md §7-§11).
+``hyperpod-inference-operator`` Helm chart 2.2.2 in aws/sagemaker-hyperpod-cli @ 011ca927.
 The add-on <-> operator mapping comes from the upgrade commands in the release notes.
 """
 

@@ -44,7 +44,7 @@ def parse_addon_version(text: str) -> AddonVersion:
     return AddonVersion(int(major), int(minor), int(patch), int(build or 0))
 
 
-# HyperPod supports EKS 1.30-1.35 (SageMaker HyperPod EKS prerequisites page, platform.md §10).
+# HyperPod supports EKS 1.30-1.35 (SageMaker HyperPod EKS prerequisites page).
 EKS_VERSIONS: tuple[str, ...] = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
 DEFAULT_EKS_VERSION = "1.35"
 
@@ -53,7 +53,7 @@ KUBECTL_LAYERS: Mapping[str, tuple[str, str]] = MappingProxyType(
     {v: (f"aws_cdk.lambda_layer_kubectl_v{v.split('.')[1]}", f"KubectlV{v.split('.')[1]}Layer") for v in EKS_VERSIONS}
 )
 
-# The Amazon VPC CNI is the only CNI HyperPod supports, from 1.18.3 on (platform.md §10).
+# The Amazon VPC CNI is the only CNI HyperPod supports, from 1.18.3 on (SageMaker HyperPod EKS prerequisites page).
 VPC_CNI_MINIMUM = parse_addon_version("v1.18.3-eksbuild.1")
 
 
@@ -88,7 +88,7 @@ CORE_ADDONS: tuple[CoreAddon, ...] = (
 )
 
 # HyperPod dependencies Helm chart (aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart``); it is not
-# published to any Helm repository, so it is pinned to a commit and mirrored by the user (platform.md §13).
+# published to any Helm repository, so it is pinned to a commit and mirrored by the user (aws/sagemaker-hyperpod-cli, helm_chart/readme.md).
 HYPERPOD_CHART_NAME = "hyperpod-helm-chart"
 HYPERPOD_CHART_VERSION = "0.1.0"
 HYPERPOD_CHART_SOURCE_COMMIT = "011ca927123e02b35a399935bbb3ab1905fe33c7"

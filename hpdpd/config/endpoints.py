@@ -3,7 +3,7 @@
 One ``EndpointConfig`` becomes one ``InferenceEndpointConfig`` with ``pdSpec`` (``k8s.DisaggregatedEndpoint``) plus the
 router resources around it (``k8s.EndpointRouter``). Endpoints are declared in ``config/<env>.yaml`` under
 ``endpoints:`` or built in Python (:func:`parse_endpoint`); both paths run the same checks, because the CRD has no
-cross-field rules and the operator rejects or ignores bad combinations only at deploy time (platform.md §2, §18).
+cross-field rules and the operator rejects or ignores bad combinations only at deploy time (the operator's CRD has no CEL rules).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from hpdpd.config.base import AvailabilityZone, Cidr, Model, ResourceName, join
 from hpdpd.config.hyperpod import GROUP_LABEL, ROLE_LABEL
 from hpdpd.errors import ConfigError, Issue
 
-# --- DPD facts the endpoint model relies on (platform.md §1-§6; candidates for hpdpd.catalogue) -----------------------
+# --- DPD facts the endpoint model relies on (SageMaker HyperPod DPD documentation and blog) -----------------------
 PD_BUFFER_SIZE_VARIABLE = "PD_BUFFER_SIZE"
 # Set on both roles: the decoder must not re-cache what the prefiller owns, and LMCache keys its cache with Python
 # hash(), so both roles need the same hash seed or every lookup misses (§4).
@@ -408,7 +408,7 @@ class EndpointConfig(Model):
 
     @property
     def generation(self) -> str:
-        """A short hash of every field the operator treats as immutable (platform.md §9).
+        """A short hash of every field the operator treats as immutable (CRD field descriptions and the DPD documentation).
 
         It is part of the IEC name, so changing one of those fields creates a new IEC instead of patching the old one.
         """
@@ -431,7 +431,7 @@ class EndpointConfig(Model):
 
     @property
     def router_host(self) -> str:
-        """The operator's router Service (http on port 443; platform.md §1.1, §20.12)."""
+        """The operator's router Service (http on port 443, as in the SageMaker HyperPod DPD documentation)."""
         return f"{self.router_service_name}.{INFERENCE_NAMESPACE}.svc.cluster.local"
 
     @property

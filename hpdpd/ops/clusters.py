@@ -9,7 +9,7 @@ from hpdpd.aws import is_not_found
 
 IN_SERVICE = "InService"
 FAILED = "Failed"
-# Statuses after which a cluster will not become InService without someone acting (platform.md §14).
+# Statuses after which a cluster will not become InService without someone acting (SageMaker API, ClusterStatus).
 HYPERPOD_TERMINAL = frozenset({FAILED, "Deleting"})
 NOT_FOUND = "NotFound"
 

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from hpdpd.errors import HpdpdError
 
-# The in-cluster router Service the operator creates for an IEC (platform.md §1.1); the docs call it with http on 443.
+# The in-cluster router Service the operator creates for an IEC (SageMaker HyperPod DPD documentation); the docs call it with http on 443.
 ROUTER_URL = "http://{iec}-{namespace}-routing-service.hyperpod-inference-system.svc.cluster.local:443/{path}"
 
 

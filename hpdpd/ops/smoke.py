@@ -1,7 +1,7 @@
 """``hpdpd smoke``: one prompt under the routing threshold and one above it, with TTFT and TPOT for each.
 
 Under the threshold the router sends the request straight to the decoder; at or above it the prefiller computes
-the KV cache and ships it to the decoder (platform.md §1). The router compares its *estimated* token count with
+the KV cache and ships it to the decoder (SageMaker HyperPod DPD documentation). The router compares its *estimated* token count with
 the threshold, so the long prompt is sized from a lower bound: every word of the filler text is at least one
 token, and the prompt has 10 % more words than the threshold plus a margin. A fresh nonce opens the long prompt
 so a prefix cache cannot serve it.

@@ -1,7 +1,7 @@
 """Fixtures of the operations tests: fake credentials, moto, typed environments and HyperPod clusters in moto.
 
 moto models STS, EC2 (instance types, offerings, subnets), S3, SageMaker HyperPod clusters and EKS clusters;
-EKS add-ons and Service Quotas for SageMaker are stubbed with botocore's Stubber (tooling.md §14).
+EKS add-ons and Service Quotas for SageMaker are stubbed with botocore's Stubber (moto 5.2.5 does not implement them).
 """
 
 from __future__ import annotations

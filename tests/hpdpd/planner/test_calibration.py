@@ -1,6 +1,6 @@
 """The calibrated model reproduces the public measurement it was fitted to: Dynamo on p5.48xlarge over EFA.
 
-Source (peers.md §3.5; ai-dynamo/dynamo docs/kubernetes/disagg-communication-guide.md): Llama-3.1-8B, one H100 per
+Source (ai-dynamo/dynamo docs/kubernetes/disagg-communication-guide.md): Llama-3.1-8B, one H100 per
 worker (4 EFA interfaces each), OSL 50, concurrency 10, aggregated worker vs one prefill + one decode worker.
 At ISL 8000: 204 vs 248 output tok/s, ITL 28.5 vs 16.9 ms. Over ISL 1000/2000/4000/8000: throughput ~0/+3/+14/+22%,
 ITL -7/-11/-18/-41%.
