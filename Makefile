@@ -45,6 +45,7 @@ synth: setup
 	$(PY) -m hpdpd.synth_summary cdk.out
 
 test: setup
+	$(PY) -m ruff check .
 	$(PY) -m pytest
 
 checkov: synth

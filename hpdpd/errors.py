@@ -43,7 +43,7 @@ class ConfigError(HpdpdError):
         super().__init__("\n".join(i.render(source) for i in self.issues))
 
     @classmethod
-    def single(cls, source: str | None, path: str, value: Any, message: str) -> "ConfigError":
+    def single(cls, source: str | None, path: str, value: Any, message: str) -> ConfigError:
         return cls(source, [Issue(path, value, message)])
 
 

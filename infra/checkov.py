@@ -8,7 +8,7 @@ choose; :class:`GeneratedHandlerSkips` records why each checkov finding on them 
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import aws_cdk as cdk
 import jsii

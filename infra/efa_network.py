@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -167,5 +167,5 @@ class EfaNetwork(Construct):
 
 
 def _route_tables(subnets: Sequence[object]) -> list[str] | None:
-    tables = [getattr(s, "route_table_id") for s in subnets]
+    tables = [s.route_table_id for s in subnets]
     return tables if all(tables) else None  # type: ignore[return-value]

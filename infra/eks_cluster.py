@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2

@@ -8,8 +8,9 @@ ordering constraint beyond the add-on referring to them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks

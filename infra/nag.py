@@ -9,7 +9,8 @@ next to the statement that needs it; a new wildcard is never covered by an old a
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam

@@ -7,7 +7,7 @@ ones on ``*``.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from aws_cdk import aws_iam as iam
 from constructs import IConstruct

@@ -17,7 +17,6 @@ from k8s.endpoint import DisaggregatedEndpoint
 from k8s.router import EndpointRouter
 from k8s.validation import validate_manifests
 
-
 DEFAULT_NAMESPACE = "default"
 
 

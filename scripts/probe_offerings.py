@@ -1,29 +1,37 @@
-import json, collections, aws_cdk as cdk, os, cfnlint
-from aws_cdk import aws_sagemaker as sm
-from hpdpd.catalogue import INSTANCE_TYPES, HYPERPOD_REGIONS
-types=list(INSTANCE_TYPES)
-app = cdk.App(outdir='/tmp/probeout2', context={"@aws-cdk/core:validateAgainstDefaultRules": False})
-for r in sorted(HYPERPOD_REGIONS):
-    s = cdk.Stack(app, 'S'+r.replace('-',''), env=cdk.Environment(account='111111111111', region=r))
-    for i,t in enumerate(types):
-        sm.CfnCluster(s, f'C{i}', cluster_name=f'c{i}', instance_groups=[sm.CfnCluster.ClusterInstanceGroupProperty(instance_group_name='g', instance_type=t, instance_count=1, execution_role='arn:aws:iam::111111111111:role/x')])
-try: app.synth()
-except Exception as e: pass
-rep = json.load(open('/tmp/probeout2/validation-report.json'))
-bad=set()
-for pr in rep['pluginReports']:
-    for v in pr['violations']:
-        for c in v['violatingConstructs']:
-            st,cid=c['constructPath'].split('/')[:2]
-            bad.add((types[int(cid[1:])], c['cloudFormationResource']['templatePath']))
-regmap={'S'+r.replace('-',''):r for r in HYPERPOD_REGIONS}
-cdkbad=collections.defaultdict(set)
-for t,tp in bad: cdkbad[t].add(regmap[tp.split('.')[0]])
-cl=json.load(open(os.path.join(os.path.dirname(cfnlint.__file__),'data/schemas/extensions/aws_sagemaker_cluster/instancetype_enum.json')))
-out={}
-for t in types:
-    lint={r for r in HYPERPOD_REGIONS if t in cl.get(r,{}).get('enum',[])}
-    cdkok=set(HYPERPOD_REGIONS)-cdkbad[t]
-    out[t]={'cfnlint':sorted(lint),'cdk':sorted(cdkok)}
-json.dump(out,open('/tmp/regions.json','w'),indent=1)
-for t,v in out.items(): print(t, len(v['cfnlint']), len(v['cdk']), sorted(set(v['cdk'])-set(v['cfnlint'])), sorted(set(v['cfnlint'])-set(v['cdk'])))
+"""Regenerate hpdpd/catalogue/offerings.py from the installed cfn-lint and aws-cdk-lib validators (`make offerings`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hpdpd.catalogue.instances import INSTANCE_TYPES  # noqa: E402
+from hpdpd.catalogue.regions import HYPERPOD_REGIONS  # noqa: E402
+from infra.validator_probe import cdk_validator_rejections, cfn_lint_regions  # noqa: E402
+
+TARGET = ROOT / "hpdpd" / "catalogue" / "offerings.py"
+
+
+def main() -> int:
+    names = list(INSTANCE_TYPES)
+    regions = sorted(HYPERPOD_REGIONS)
+    priced = {n: cfn_lint_regions(n, regions) for n in names}
+    rejected = cdk_validator_rejections(names, regions)
+    lags = {n: sorted(r for r in priced[n] if (n, r) in rejected) for n in names}
+    text = TARGET.read_text()
+    head = text[: text.index("PRICED:")]
+    lines = ["PRICED: Mapping[str, frozenset[str]] = MappingProxyType({"]
+    lines += [f'    "{n}": frozenset("{" ".join(sorted(priced[n]))}".split()),' for n in names]
+    lines += ["})", "", "CDK_VALIDATOR_LAGS: Mapping[str, frozenset[str]] = MappingProxyType({"]
+    lines += [f'    "{n}": frozenset("{" ".join(lags[n])}".split()),' for n in names if lags[n]]
+    lines += ["})", ""]
+    TARGET.write_text(head + "\n".join(lines))
+    print(f"wrote {TARGET.relative_to(ROOT)}: {len(names)} types x {len(regions)} Regions")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

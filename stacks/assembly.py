@@ -31,7 +31,7 @@ class Synthesized:
 def read_assembly(outdir: Path) -> Synthesized:
     result = Synthesized(outdir)
     manifest = json.loads((outdir / "manifest.json").read_text())
-    for artifact_id, artifact in manifest["artifacts"].items():
+    for artifact in manifest["artifacts"].values():
         if artifact.get("type") != "cdk:cloud-assembly":
             continue
         nested = outdir / artifact["properties"]["directoryName"]

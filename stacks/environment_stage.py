@@ -11,8 +11,8 @@ from constructs import Construct
 from hpdpd.config import EnvironmentConfig
 from infra.checkov import GeneratedHandlerSkips
 from infra.guardrails import HyperPodDpdChecks, Settings
-from stacks.naming import environment, stack_name
 from stacks.endpoints_stack import EndpointsStack
+from stacks.naming import environment, stack_name
 from stacks.network_stack import NetworkStack
 from stacks.platform_stack import PlatformStack
 

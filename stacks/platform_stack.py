@@ -9,8 +9,8 @@ from constructs import Construct
 
 from hpdpd.config import EnvironmentConfig
 from infra.buckets import access_logs_bucket
-from infra.eks_cluster import HyperPodEksCluster
 from infra.efa_network import EfaNetwork
+from infra.eks_cluster import HyperPodEksCluster
 from infra.hyperpod_cluster import HyperPodCluster
 from infra.hyperpod_dependencies import HyperPodDependencies
 from infra.inference_operator import InferenceOperator, ObservabilityOptions

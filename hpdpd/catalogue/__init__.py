@@ -15,8 +15,8 @@ from hpdpd.catalogue.instances import (
 from hpdpd.catalogue.regions import HYPERPOD_REGIONS
 from hpdpd.catalogue.versions import (
     CORE_ADDONS,
-    EKS_VERSIONS,
     DEFAULT_EKS_VERSION,
+    EKS_VERSIONS,
     AddonVersion,
     parse_addon_version,
 )

@@ -17,9 +17,10 @@ Confidence: ``V`` verified from EC2 data, ``D`` derived (EFA interfaces = networ
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal, Mapping
+from typing import Literal
 
 from hpdpd.catalogue.offerings import CDK_VALIDATOR_LAGS, PRICED
 

@@ -9,8 +9,8 @@ Regenerate with ``make offerings`` (``scripts/probe_offerings.py``); ``tests/hpd
 cross-checks both lists against the installed tools.
 """
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Mapping
 
 PRICED: Mapping[str, frozenset[str]] = MappingProxyType({
     "ml.p5.48xlarge": frozenset("ap-northeast-1 ap-northeast-2 ap-south-1 ap-southeast-1 ap-southeast-2 ap-southeast-3 ca-central-1 eu-central-1 eu-north-1 eu-west-1 eu-west-2 sa-east-1 us-east-1 us-east-2 us-west-1 us-west-2".split()),

@@ -7,9 +7,9 @@ The add-on <-> operator mapping comes from the upgrade commands in the release n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
 
 from hpdpd.catalogue.versions import AddonVersion, parse_addon_version
 

@@ -7,10 +7,10 @@ EKS add-on versions are pinned per Kubernetes minor; ``hpdpd preflight`` compare
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import total_ordering
 from types import MappingProxyType
-from typing import Mapping
 
 _ADDON_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-eksbuild\.(\d+))?$")
 
@@ -31,7 +31,7 @@ class AddonVersion:
     def _key(self) -> tuple[int, int, int, int]:
         return (self.major, self.minor, self.patch, self.build)
 
-    def __lt__(self, other: "AddonVersion") -> bool:
+    def __lt__(self, other: AddonVersion) -> bool:
         return self._key() < other._key()
 
 

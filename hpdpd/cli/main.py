@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from hpdpd import __version__
 from hpdpd.cli.output import OUTPUT_FORMATS

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Any, Iterator
+from collections.abc import Iterator
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 

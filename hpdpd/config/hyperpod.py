@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Any, Iterator, Literal
+from collections.abc import Iterator
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -71,7 +71,7 @@ class InstanceGroup(Model):
         return value
 
     @model_validator(mode="after")
-    def _min_count(self) -> "InstanceGroup":
+    def _min_count(self) -> InstanceGroup:
         if self.min_count is not None and self.min_count > self.count:
             raise ValueError(f"min_count ({self.min_count}) must not exceed count ({self.count})")
         return self
@@ -124,7 +124,7 @@ class DependenciesChart(Model):
     timeout_minutes: int = Field(default=15, ge=1, le=15)
 
     @model_validator(mode="after")
-    def _one_source(self) -> "DependenciesChart":
+    def _one_source(self) -> DependenciesChart:
         if (self.repository is None) == (self.local_path is None):
             raise ValueError("set exactly one of 'repository' (an oci:// mirror) or 'local_path' (a chart directory)")
         return self

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pydantic import Field, model_validator
 
@@ -81,7 +82,7 @@ class NetworkConfig(Model):
     existing: ExistingVpc | None = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "NetworkConfig":
+    def _exactly_one(self) -> NetworkConfig:
         if (self.create is None) == (self.existing is None):
             raise ValueError("set exactly one of 'create' (a new VPC) or 'existing' (adopt a VPC)")
         return self

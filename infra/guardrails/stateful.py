@@ -8,7 +8,8 @@ rename them nor touch a create-only property. Create-only properties come from t
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 STATEFUL_TYPES: tuple[str, ...] = (
     "AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EC2::VPCCidrBlock", "AWS::EC2::SecurityGroup",

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class StageTemplates:
     stack_names: dict[str, str] = field(default_factory=dict)  # stack name -> template path
 
     @classmethod
-    def load(cls, paths: list[str]) -> "StageTemplates":
+    def load(cls, paths: list[str]) -> StageTemplates:
         view = cls()
         for path in paths:
             view.templates[path] = json.loads(Path(path).read_text())
@@ -39,7 +40,7 @@ class StageTemplates:
         return view
 
     @classmethod
-    def from_dicts(cls, templates: dict[str, dict[str, Any]], stack_names: dict[str, str] | None = None) -> "StageTemplates":
+    def from_dicts(cls, templates: dict[str, dict[str, Any]], stack_names: dict[str, str] | None = None) -> StageTemplates:
         return cls(templates=dict(templates), stack_names=dict(stack_names or {}))
 
     def resources(self, *types: str) -> Iterator[Resource]:

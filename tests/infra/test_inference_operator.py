@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aws_cdk as cdk
 import pytest
 
 from hpdpd.catalogue.operator import OPERATOR_RELEASES, PREREQUISITE_ADDONS

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from cfnlint.api import ManualArgs, lint
 
 from stacks.application import cdk_json_context

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from infra.guardrails.rules.base import Finding, Rule, Settings
 from infra.guardrails.templates import StageTemplates

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from hpdpd.catalogue.instances import INSTANCE_TYPES
 from infra.guardrails.rules.base import Finding, Rule, Settings, as_list

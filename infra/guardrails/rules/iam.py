@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from infra.guardrails.rules.base import Finding, Rule, Settings, as_list
 from infra.guardrails.templates import Resource, StageTemplates

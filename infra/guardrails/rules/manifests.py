@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from infra.guardrails.rules.base import Finding, Rule, Settings
 from infra.guardrails.templates import Resource, StageTemplates
