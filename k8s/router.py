@@ -20,8 +20,8 @@ import json
 from cdk8s_plus_35 import k8s
 from constructs import Construct
 
-from hpdpd.catalogue.operator import INFERENCE_NAMESPACE, OBSERVABILITY_NAMESPACE
-from hpdpd.config.endpoints import ROUTER_PORT, DpdRole, EndpointConfig
+from hpdpd.catalogue.operator import INFERENCE_NAMESPACE, OBSERVABILITY_NAMESPACE, ROUTER_PORT
+from hpdpd.config.endpoints import DpdRole, EndpointConfig
 from k8s import defaults
 
 

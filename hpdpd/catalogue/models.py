@@ -151,3 +151,11 @@ def model(name: str) -> ModelSpec:
         if wanted in (spec.key.lower(), spec.name.lower(), spec.hf_repo.lower()):
             return spec
     raise KeyError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
+
+
+def model_by_name(name: str) -> ModelSpec | None:
+    """Like :func:`model`, but ``None`` for a model the catalogue does not know (endpoints may serve any model)."""
+    try:
+        return model(name)
+    except KeyError:
+        return None

@@ -85,6 +85,24 @@ DEFAULT_ROUTING_THRESHOLD = 4096
 DEFAULT_PD_BUFFER_SIZE = 8 * 1024**3  # bytes, per tensor-parallel rank on the decoder
 MAX_DECODE_REPLICAS = 1  # the current release supports one decoder per endpoint (DPD page)
 
+# Worker environment of both roles: the decoder's KV receive buffer (per tensor-parallel rank), no re-caching on the
+# decoder (the prefiller owns cache hits), and one hash seed, because LMCache keys its cache with Python hash().
+PD_BUFFER_SIZE_VARIABLE = "PD_BUFFER_SIZE"
+DPD_FIXED_ENVIRONMENT: Mapping[str, str] = MappingProxyType({"LMCACHE_SAVE_DECODE_CACHE": "False", "PYTHONHASHSEED": "0"})
+DPD_ENVIRONMENT_VARIABLES = (PD_BUFFER_SIZE_VARIABLE, *DPD_FIXED_ENVIRONMENT)
+DEFAULT_INVOCATION_PATH = "v1/chat/completions"  # the documented DPD example
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.75  # DPD tuning table; higher leaves more KV room but the prefiller may OOM
+DEFAULT_HEALTH_CHECK_PATH = "/health"  # vLLM's route; the CRD default /ping does not exist in vLLM
+PAYOFF_MIN_PARAMETERS_BILLION = 70  # "dense models of 70B+ parameters"
+KVAWARE_INVOCATION_PATHS = ("completions", "v1/completions")  # kvaware does not support chat completions
+KVAWARE_MIN_VLLM = "0.19.1"
+DOCUMENTED_IMAGE_VLLM = "0.19.0"  # what both documented DPD images ship
+# Flags the toolkit derives from typed fields; setting them in free-form args would desynchronise GPU requests.
+MANAGED_VLLM_FLAGS = ("--model", "--host", "--port", "--tensor-parallel-size")
+# The router Service the operator creates per IEC, in its namespace: <iec>-<namespace>-routing-service:443.
+ROUTER_SERVICE_SUFFIX = "-routing-service"
+ROUTER_PORT = 443
+
 
 def operator_for_addon(version: str) -> OperatorRelease | None:
     """The newest known operator release whose add-on version is at or below ``version``."""

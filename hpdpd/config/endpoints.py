@@ -18,36 +18,31 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from hpdpd.catalogue.instances import DPD_INSTANCE_TYPES, InstanceSpec
+from hpdpd.catalogue.models import model_by_name
 from hpdpd.catalogue.operator import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_HEALTH_CHECK_PATH,
+    DEFAULT_INVOCATION_PATH,
     DEFAULT_PD_BUFFER_SIZE,
     DEFAULT_ROUTING_THRESHOLD,
     DEFAULT_WORKER_IMAGE,
+    DOCUMENTED_IMAGE_VLLM,
+    DPD_FIXED_ENVIRONMENT,
     DPD_WORKER_IMAGES,
     INFERENCE_NAMESPACE,
+    KVAWARE_INVOCATION_PATHS,
+    KVAWARE_MIN_VLLM,
+    MANAGED_VLLM_FLAGS,
     MAX_DECODE_REPLICAS,
+    PAYOFF_MIN_PARAMETERS_BILLION,
+    PD_BUFFER_SIZE_VARIABLE,
+    ROUTER_SERVICE_SUFFIX,
 )
 from hpdpd.config.base import AvailabilityZone, Cidr, Model, ResourceName, join
 from hpdpd.config.hyperpod import GROUP_LABEL, ROLE_LABEL
 from hpdpd.errors import ConfigError, Issue
 
-# --- DPD facts the endpoint model relies on (SageMaker HyperPod DPD documentation and blog) -----------------------
-PD_BUFFER_SIZE_VARIABLE = "PD_BUFFER_SIZE"
-# Set on both roles: the decoder must not re-cache what the prefiller owns, and LMCache keys its cache with Python
-# hash(), so both roles need the same hash seed or every lookup misses (§4).
-DPD_FIXED_ENVIRONMENT: Mapping[str, str] = {"LMCACHE_SAVE_DECODE_CACHE": "False", "PYTHONHASHSEED": "0"}
-DPD_ENVIRONMENT_VARIABLES = (PD_BUFFER_SIZE_VARIABLE, *DPD_FIXED_ENVIRONMENT)
-DEFAULT_INVOCATION_PATH = "v1/chat/completions"  # the documented DPD example
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.75  # DPD tuning table; higher leaves more KV room but the prefiller may OOM
-DEFAULT_HEALTH_CHECK_PATH = "/health"  # vLLM's route; the CRD default /ping does not exist in vLLM
-PAYOFF_MIN_PARAMETERS_BILLION = 70  # "dense models of 70B+ parameters" (§1)
-KVAWARE_INVOCATION_PATHS = ("completions", "v1/completions")  # kvaware does not support chat completions (§5)
-KVAWARE_MIN_VLLM = "0.19.1"
-DOCUMENTED_IMAGE_VLLM = "0.19.0"
-# Flags the toolkit derives from typed fields; setting them in free-form args would desynchronise GPU requests.
-MANAGED_VLLM_FLAGS = ("--model", "--host", "--port", "--tensor-parallel-size")
-# Operator naming (§1.1): the router Service lives in the operator's namespace and is named after the IEC.
-ROUTER_SERVICE_SUFFIX = "-routing-service"
-ROUTER_PORT = 443
+# DPD facts the endpoint model relies on live in the catalogue (hpdpd.catalogue.operator); re-exported here.
 GENERATION_LENGTH = 6  # hex characters of the immutable-field hash in the IEC name
 MAX_LABEL_LENGTH = 63  # DNS labels: Service, container and IEC names
 
@@ -585,11 +580,16 @@ class EndpointConfig(Model):
     def warnings(self) -> list[Issue]:
         """Valid but doubtful choices, where the docs say DPD will not pay off or may not work."""
         found: list[Issue] = []
-        billions = self.model.parameters_billion
+        known = model_by_name(self.model.name)
+        billions = self.model.parameters_billion or (known.parameters / 1e9 if known else None)
         if billions is not None and billions < PAYOFF_MIN_PARAMETERS_BILLION:
             found.append(Issue("model.parameters_billion", billions,
                                f"DPD pays off for dense models of {PAYOFF_MIN_PARAMETERS_BILLION}B+ parameters; "
                                "a smaller model gains little over colocated serving"))
+        elif known is not None and known.is_moe:
+            found.append(Issue("model.name", self.model.name,
+                               f"is a mixture-of-experts model ({known.active_parameters / 1e9:.0f}B active); the DPD "
+                               "documentation expects little gain for MoE models (run 'hpdpd plan' to check)"))
         threshold = self.routing.threshold
         if self.max_model_len is not None and 0 < threshold and self.max_model_len < threshold:
             found.append(Issue("max_model_len", self.max_model_len,

@@ -377,3 +377,14 @@ def test_accepted_names_give_valid_iec_container_and_router_service_names(name: 
     # OR every name the operator derives from it is a valid DNS-1035 label
     for derived in (endpoint.resource_name, f"prefill-{endpoint.resource_name}", endpoint.router_service_name):
         assert re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", derived), derived
+
+
+def test_model_size_and_kind_come_from_the_model_catalogue_when_not_given() -> None:
+    # GIVEN endpoints naming catalogue models without parameters_billion
+    small = parse_endpoint({**minimal(), "model": {**minimal()["model"], "name": "Llama-3.1-8B-Instruct"}})
+    moe = parse_endpoint({**minimal(), "model": {**minimal()["model"], "name": "Qwen3-235B-A22B"}})
+    large = parse_endpoint({**minimal(), "model": {**minimal()["model"], "name": "Llama-3.3-70B-Instruct"}})
+    # THEN the 8B model and the MoE model get the "DPD will not pay off" warnings, the 70B dense model none
+    assert [w.path for w in small.warnings()] == ["model.parameters_billion"]
+    assert [(w.path, "mixture-of-experts" in w.message) for w in moe.warnings()] == [("model.name", True)]
+    assert [w.path for w in large.warnings() if w.path.startswith("model")] == []
