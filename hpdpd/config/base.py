@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
+from hpdpd.catalogue.versions import AddonVersion, parse_addon_version
 from hpdpd.errors import Issue
 
 
@@ -28,7 +29,8 @@ def join(path: str, name: str | int) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _pattern(regex: str, what: str):
+def pattern(regex: str, what: str) -> AfterValidator:
+    """A string field that must fully match ``regex``; the error says what it must be."""
     compiled = re.compile(regex)
 
     def check(value: str) -> str:
@@ -47,18 +49,36 @@ def _cidr(value: str) -> str:
     return str(net)
 
 
-AccountId = Annotated[str, _pattern(r"\d{12}", "a 12-digit AWS account id (quote it in YAML)")]
-Region = Annotated[str, _pattern(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "an AWS Region code such as 'us-west-2'")]
-AvailabilityZone = Annotated[str, _pattern(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]", "an Availability Zone name such as 'us-west-2a'")]
+AccountId = Annotated[str, pattern(r"\d{12}", "a 12-digit AWS account id (quote it in YAML)")]
+Region = Annotated[str, pattern(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "an AWS Region code such as 'us-west-2'")]
+AvailabilityZone = Annotated[str, pattern(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]", "an Availability Zone name such as 'us-west-2a'")]
 ResourceName = Annotated[
     str,
-    _pattern(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", "1-63 letters, digits and hyphens, starting and ending with a letter or digit"),
+    pattern(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", "1-63 letters, digits and hyphens, starting and ending with a letter or digit"),
 ]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 IamPrincipalArn = Annotated[
     str,
-    _pattern(
+    pattern(
         r"arn:aws(-cn|-us-gov)?:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+",
         "an IAM role or user ARN such as 'arn:aws:iam::111111111111:role/PlatformAdmin'",
     ),
 ]
+
+
+def addon_version_issues(path: str, versions: Mapping[str, str], minimums: Mapping[str, AddonVersion | None],
+                         *, kind: str, why: str) -> Iterator[Issue]:
+    """Check ``{add-on name: version}`` overrides: a known add-on, a well-formed version, at or above its minimum."""
+    for name, version in versions.items():
+        where = join(path, name)
+        if name not in minimums:
+            yield Issue(where, name, f"is not a {kind} add-on; allowed: {', '.join(minimums)}")
+            continue
+        try:
+            parsed = parse_addon_version(version)
+        except ValueError as exc:
+            yield Issue(where, version, str(exc))
+            continue
+        minimum = minimums[name]
+        if minimum is not None and parsed < minimum:
+            yield Issue(where, version, f"is below the minimum {why} ({minimum}); set {minimum} or newer")

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from hpdpd.catalogue.versions import CORE_ADDONS, DEFAULT_EKS_VERSION, EKS_VERSIONS, parse_addon_version
-from hpdpd.config.base import Cidr, IamPrincipalArn, Model, ResourceName, join
+from hpdpd.catalogue.versions import CORE_ADDONS, DEFAULT_EKS_VERSION, EKS_VERSIONS
+from hpdpd.config.base import Cidr, IamPrincipalArn, Model, ResourceName, addon_version_issues, join
 from hpdpd.errors import Issue
 
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
@@ -52,20 +52,8 @@ class EksConfig(Model):
     def issues(self, root: Any, path: str) -> Iterator[Issue]:
         if self.system_node_group:
             yield from self.system_node_group.issues(root, join(path, "system_node_group"))
-        known = {a.name: a for a in CORE_ADDONS}
-        for name, version in self.addon_versions.items():
-            where = join(join(path, "addon_versions"), name)
-            if name not in known:
-                yield Issue(where, name, f"is not a core add-on; allowed: {', '.join(known)}")
-                continue
-            try:
-                parsed = parse_addon_version(version)
-            except ValueError as exc:
-                yield Issue(where, version, str(exc))
-                continue
-            minimum = known[name].minimum
-            if minimum and parsed < minimum:
-                yield Issue(where, version, f"must be at least {minimum} (HyperPod requirement)")
+        yield from addon_version_issues(join(path, "addon_versions"), self.addon_versions,
+                                        {a.name: a.minimum for a in CORE_ADDONS}, kind="core", why="HyperPod needs")
         if self.endpoint_access == "private" and self.public_access_cidrs != ("0.0.0.0/0",):
             yield Issue(join(path, "public_access_cidrs"), list(self.public_access_cidrs),
                         "applies only to endpoint_access 'public_and_private'")

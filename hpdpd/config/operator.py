@@ -19,7 +19,7 @@ from hpdpd.catalogue.operator import (
     OperatorRelease,
 )
 from hpdpd.catalogue.versions import parse_addon_version
-from hpdpd.config.base import Model, Region, join
+from hpdpd.config.base import Model, Region, addon_version_issues, join
 from hpdpd.errors import Issue
 
 _BUCKET = re.compile(r"^(?!xn--)(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -104,20 +104,9 @@ class InferenceOperatorConfig(Model):
                     yield Issue(where, self.addon_version,
                                 f"is older than operator {self.version} ({self.release.addon_version}); "
                                 f"set version to the release that add-on belongs to, or a newer add-on")
-        known = {p.name: p for p in PREREQUISITE_ADDONS}
-        for name, version in self.prerequisite_versions.items():
-            where = join(join(path, "prerequisite_versions"), name)
-            if name not in known:
-                yield Issue(where, name, f"is not a prerequisite add-on; allowed: {', '.join(known)}")
-                continue
-            try:
-                parsed = parse_addon_version(version)
-            except ValueError as exc:
-                yield Issue(where, version, str(exc))
-                continue
-            if parsed < known[name].minimum_version:
-                yield Issue(where, version, f"is below the minimum the inference operator needs ({known[name].minimum}); "
-                                            f"set {known[name].minimum} or newer")
+        yield from addon_version_issues(join(path, "prerequisite_versions"), self.prerequisite_versions,
+                                        {p.name: p.minimum_version for p in PREREQUISITE_ADDONS}, kind="prerequisite",
+                                        why="the inference operator needs")
         role = self.execution_role(root.hyperpod.cluster_name)
         if not role.startswith(EXECUTION_ROLE_PREFIX) or not re.fullmatch(r"[\w+=,.@-]{1,64}", role):
             yield Issue(join(path, "execution_role_name"), role,

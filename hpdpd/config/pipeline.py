@@ -12,9 +12,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, ValidationError
+from pydantic import Field, ValidationError
 
-from hpdpd.config.base import AccountId, Model, Region, join
+from hpdpd.config.base import AccountId, Model, Region, join, pattern
 from hpdpd.config.environment import EnvironmentConfig
 from hpdpd.config.loader import (
     DEFAULT_CONFIG_DIR,
@@ -32,30 +32,21 @@ MAX_ROLE_NAME = 64
 CHECKS_ROLE_SUFFIX = "-checks-"  # <pipeline name>-checks-<env>: the CodeBuild role of an environment's checks
 
 
-def _pattern(regex: str, what: str) -> AfterValidator:
-    compiled = re.compile(regex)
-
-    def check(value: str) -> str:
-        if not compiled.fullmatch(value):
-            raise ValueError(f"must be {what}")
-        return value
-
-    return AfterValidator(check)
 
 
 _ARN_PARTITION = r"arn:aws(-cn|-us-gov)?"
 CONNECTION_ARN_EXAMPLE = "arn:aws:codeconnections:us-west-2:444444444444:connection/0a1b2c3d-4e5f-6789-abcd-ef0123456789"
-ConnectionArn = Annotated[str, _pattern(
+ConnectionArn = Annotated[str, pattern(
     _ARN_PARTITION + r":(codeconnections|codestar-connections):[a-z]{2}(-gov)?-[a-z]+-\d:\d{12}:connection/[0-9a-f-]{36}",
     f"a CodeConnections (or CodeStar Connections) connection ARN such as '{CONNECTION_ARN_EXAMPLE}'")]
-RoleArn = Annotated[str, _pattern(
+RoleArn = Annotated[str, pattern(
     _ARN_PARTITION + r":iam::\d{12}:role/[\w+=,.@/-]{1,64}",
     "an IAM role ARN such as 'arn:aws:iam::222222222222:role/hpdpd-pipeline-checks'")]
-Repository = Annotated[str, _pattern(
+Repository = Annotated[str, pattern(
     r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+", "'owner/name' of the Git repository (GitLab groups: 'group/sub/name')")]
-Branch = Annotated[str, _pattern(
+Branch = Annotated[str, pattern(
     r"(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/-]+(?<![/.])", "a Git branch name such as 'main'")]
-PipelineName = Annotated[str, _pattern(
+PipelineName = Annotated[str, pattern(
     r"[A-Za-z0-9][A-Za-z0-9-]{0,39}", "1-40 letters, digits and hyphens, starting with a letter or digit")]
 
 

@@ -100,7 +100,7 @@ MATRIX: dict[str, tuple[Mutation, str, str, str]] = {
                                    "'PlatformAdmin'", "IAM role or user ARN"),
     "unknown log type": (_set("eks.logging", ["api", "kubelet"]), "eks.logging[1]", "'kubelet'", "'api', 'audit'"),
     "vpc-cni below the HyperPod minimum": (_set("eks.addon_versions", {"vpc-cni": "v1.18.0-eksbuild.1"}),
-                                           "eks.addon_versions.vpc-cni", "'v1.18.0-eksbuild.1'", "at least v1.18.3"),
+                                           "eks.addon_versions.vpc-cni", "'v1.18.0-eksbuild.1'", "below the minimum HyperPod needs (v1.18.3"),
     "unknown core add-on": (_set("eks.addon_versions", {"calico": "v1.0.0"}), "eks.addon_versions.calico", "'calico'",
                             "is not a core add-on; allowed: vpc-cni"),
     "system nodes desired above max": (_set("eks.system_node_group", {"desired_size": 5, "max_size": 3}),
