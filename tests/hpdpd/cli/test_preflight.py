@@ -13,24 +13,7 @@ from botocore.stub import Stubber
 from hpdpd.aws import ClientFactory
 from hpdpd.cli import preflight as preflight_cli
 from hpdpd.cli.main import main
-
-MOTO_ACCOUNT = "123456789012"
-
-
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """Fake credentials and moto; nothing from the machine's AWS set-up leaks in."""
-    from moto import mock_aws
-
-    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "AWS_MAX_ATTEMPTS", "KUBECONFIG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
-    with mock_aws():
-        yield
+from tests.hpdpd.cli.conftest import MOTO_ACCOUNT
 
 
 @pytest.fixture

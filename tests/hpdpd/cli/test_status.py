@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,25 +18,12 @@ from hpdpd.cli.main import main
 from hpdpd.config import load_environment
 from hpdpd.ops.addons import expected_addons
 from hpdpd.ops.endpoints import configured_endpoints, iec_name
-
-MOTO_ACCOUNT = "123456789012"
+from tests.hpdpd.cli.conftest import MOTO_ACCOUNT
 
 
 @pytest.fixture
-def factory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ClientFactory]:
-    """moto behind the command's client factory, with fake credentials only."""
-    from moto import mock_aws
-
-    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "KUBECONFIG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    with mock_aws():
-        clients = ClientFactory(region="us-west-2")
-        monkeypatch.setattr(status_cli, "factory_from_args", lambda args, default_region: clients)
-        yield clients
+def factory(moto_factory: Callable[[Any], ClientFactory]) -> ClientFactory:
+    return moto_factory(status_cli)
 
 
 @pytest.fixture

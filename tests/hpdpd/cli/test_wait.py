@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from botocore.stub import Stubber
@@ -12,24 +13,12 @@ from botocore.stub import Stubber
 from hpdpd.aws import ClientFactory
 from hpdpd.cli import wait as wait_cli
 from hpdpd.cli.main import main
-
-MOTO_ACCOUNT = "123456789012"
+from tests.hpdpd.cli.conftest import MOTO_ACCOUNT
 
 
 @pytest.fixture
-def factory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ClientFactory]:
-    from moto import mock_aws
-
-    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "KUBECONFIG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    with mock_aws():
-        clients = ClientFactory(region="us-west-2")
-        monkeypatch.setattr(wait_cli, "factory_from_args", lambda args, default_region: clients)
-        yield clients
+def factory(moto_factory: Callable[[Any], ClientFactory]) -> ClientFactory:
+    return moto_factory(wait_cli)
 
 
 @pytest.fixture
