@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import settings as hypothesis_settings
 
 from stacks.assembly import Synthesized, read_assembly  # noqa: F401 - re-exported for tests
 
@@ -18,6 +19,12 @@ NODE_BIN = ROOT / "node_modules" / "node" / "bin"
 if NODE_BIN.is_dir() and str(NODE_BIN) not in os.environ.get("PATH", ""):
     os.environ["PATH"] = f"{NODE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"  # jsii on Node 22, as make does
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+# Property tests are reproducible by default (the same examples on every run, so CI cannot flake on a new one);
+# HYPOTHESIS_PROFILE=explore searches afresh, e.g. with HPDPD_HYPOTHESIS_EXAMPLES=10000.
+hypothesis_settings.register_profile("repeatable", derandomize=True, deadline=None, print_blob=True)
+hypothesis_settings.register_profile("explore", derandomize=False, deadline=None, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture(scope="session")
