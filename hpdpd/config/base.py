@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
 from hpdpd.catalogue.versions import AddonVersion, parse_addon_version
 from hpdpd.errors import Issue
@@ -64,6 +64,21 @@ IamPrincipalArn = Annotated[
         "an IAM role or user ARN such as 'arn:aws:iam::111111111111:role/PlatformAdmin'",
     ),
 ]
+
+
+def quoted_choice(allowed: Iterable[str], *, example: str, rule: str) -> BeforeValidator:
+    """A version-like string from ``allowed``. YAML reads an unquoted ``1.30`` as the number 1.3, so a number is
+    refused with the advice to quote it rather than silently becoming another version."""
+    choices = tuple(allowed)
+
+    def check(value: Any) -> Any:
+        if isinstance(value, float):
+            raise ValueError(f"must be a quoted string such as '{example}' (YAML reads {value} as a number)")
+        if not isinstance(value, str) or value not in choices:
+            raise ValueError(rule)
+        return value
+
+    return BeforeValidator(check)
 
 
 def addon_version_issues(path: str, versions: Mapping[str, str], minimums: Mapping[str, AddonVersion | None],

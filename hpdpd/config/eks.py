@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from hpdpd.catalogue.versions import CORE_ADDONS, DEFAULT_EKS_VERSION, EKS_VERSIONS
-from hpdpd.config.base import Cidr, IamPrincipalArn, Model, ResourceName, addon_version_issues, join
+from hpdpd.config.base import Cidr, IamPrincipalArn, Model, ResourceName, addon_version_issues, join, quoted_choice
 from hpdpd.errors import Issue
 
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
@@ -32,22 +32,15 @@ class SystemNodeGroup(Model):
 
 class EksConfig(Model):
     cluster_name: ResourceName
-    version: str = DEFAULT_EKS_VERSION
+    version: Annotated[str, quoted_choice(EKS_VERSIONS, example=DEFAULT_EKS_VERSION,
+                                          rule=f"must be one of {', '.join(EKS_VERSIONS)} (the versions HyperPod supports)")] \
+        = DEFAULT_EKS_VERSION
     endpoint_access: Literal["public_and_private", "private"] = "public_and_private"
     public_access_cidrs: tuple[Cidr, ...] = ("0.0.0.0/0",)
     admin_principals: tuple[IamPrincipalArn, ...] = ()
     logging: tuple[LogType, ...] = ALL_LOG_TYPES
     system_node_group: SystemNodeGroup | None = None
     addon_versions: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("version", mode="before")
-    @classmethod
-    def _version(cls, value: Any) -> Any:
-        if isinstance(value, float):
-            raise ValueError(f"must be a quoted string such as '{DEFAULT_EKS_VERSION}' (YAML reads {value} as a number)")
-        if not isinstance(value, str) or value not in EKS_VERSIONS:
-            raise ValueError(f"must be one of {', '.join(EKS_VERSIONS)} (the versions HyperPod supports)")
-        return value
 
     def issues(self, root: Any, path: str) -> Iterator[Issue]:
         if self.system_node_group:

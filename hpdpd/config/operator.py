@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
@@ -19,7 +19,7 @@ from hpdpd.catalogue.operator import (
     OperatorRelease,
 )
 from hpdpd.catalogue.versions import parse_addon_version
-from hpdpd.config.base import Model, Region, addon_version_issues, join
+from hpdpd.config.base import Model, Region, addon_version_issues, join, quoted_choice
 from hpdpd.errors import Issue
 
 _BUCKET = re.compile(r"^(?!xn--)(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -56,7 +56,9 @@ class Observability(Model):
 
 
 class InferenceOperatorConfig(Model):
-    version: str = DEFAULT_OPERATOR
+    version: Annotated[str, quoted_choice(OPERATOR_RELEASES, example=DEFAULT_OPERATOR,
+                                          rule=f"must be a known operator release: {', '.join(OPERATOR_RELEASES)}")] \
+        = DEFAULT_OPERATOR
     addon_version: str | None = None
     prerequisite_versions: dict[str, str] = Field(default_factory=dict)
     execution_role_name: str | None = None
@@ -64,15 +66,6 @@ class InferenceOperatorConfig(Model):
     model_buckets: tuple[ModelBucket, ...] = ()
     gated_model_access: bool = False
     observability: Observability = Observability()
-
-    @field_validator("version", mode="before")
-    @classmethod
-    def _version(cls, value: Any) -> Any:
-        if isinstance(value, float):
-            raise ValueError(f"must be a quoted string such as '{DEFAULT_OPERATOR}' (YAML reads {value} as a number)")
-        if not isinstance(value, str) or value not in OPERATOR_RELEASES:
-            raise ValueError(f"must be a known operator release: {', '.join(OPERATOR_RELEASES)}")
-        return value
 
     @property
     def release(self) -> OperatorRelease:
