@@ -9,8 +9,7 @@ from types import ModuleType
 import pytest
 
 from hpdpd.aws import ClientFactory
-
-MOTO_ACCOUNT = "123456789012"
+from tests.hpdpd.moto_clusters import MOTO_ACCOUNT  # noqa: F401 - re-exported for the command tests
 
 
 @pytest.fixture

@@ -18,10 +18,11 @@ import boto3
 import pytest
 import yaml
 
+from tests.hpdpd.moto_clusters import MOTO_ACCOUNT, REGION, create_hyperpod_cluster
+
 ROOT = Path(__file__).resolve().parents[3]
 HPDPD = ROOT / ".venv" / "bin" / "hpdpd"
-ACCOUNT = "123456789012"
-REGION = "us-west-2"
+ACCOUNT = MOTO_ACCOUNT
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +54,7 @@ def deployed(moto_server: str, tmp_path_factory: pytest.TempPathFactory,
                                  ("10.1.2.0/24", "us-west-2b"))}
     s3.create_bucket(Bucket="hpdpd-e2e-models", CreateBucketConfiguration={"LocationConstraint": REGION})
     groups = [("system", "ml.m5.2xlarge", 2), ("prefill", "ml.p5.48xlarge", 1), ("decode", "ml.p5.48xlarge", 1)]
-    sagemaker.create_cluster(
-        ClusterName="hpdpd-dev",
-        InstanceGroups=[{"InstanceGroupName": n, "InstanceType": t, "InstanceCount": c, "ThreadsPerCore": 1,
-                         "ExecutionRole": f"arn:aws:iam::{ACCOUNT}:role/nodes",
-                         "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/", "OnCreate": "on_create.sh"}}
-                        for n, t, c in groups],
-        Orchestrator={"Eks": {"ClusterArn": f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/hpdpd-dev"}},
-        VpcConfig={"SecurityGroupIds": ["sg-12345678"], "Subnets": [subnet["10.1.0.0/24"]]})
+    create_hyperpod_cluster(sagemaker, groups, account=ACCOUNT, subnet=subnet["10.1.0.0/24"])
     eks.create_cluster(name="hpdpd-dev", version="1.35", roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks",
                        resourcesVpcConfig={"subnetIds": [subnet["10.1.1.0/24"], subnet["10.1.2.0/24"]]})
 

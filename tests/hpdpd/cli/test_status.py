@@ -19,6 +19,7 @@ from hpdpd.config import load_environment
 from hpdpd.ops.addons import expected_addons
 from hpdpd.ops.endpoints import configured_endpoints, iec_name
 from tests.hpdpd.cli.conftest import MOTO_ACCOUNT
+from tests.hpdpd.moto_clusters import create_hyperpod_cluster
 
 
 @pytest.fixture
@@ -30,17 +31,6 @@ def factory(moto_factory: Callable[[Any], ClientFactory]) -> ClientFactory:
 def config_dir(write_config: Callable[..., Path]) -> Path:
     """dev with moto's account, keeping the endpoints it declares."""
     return write_config(lambda d: d.__setitem__("account", MOTO_ACCOUNT))
-
-
-def create_cluster(sagemaker: Any, groups: list[tuple[str, str, int]]) -> None:
-    sagemaker.create_cluster(
-        ClusterName="hpdpd-dev",
-        InstanceGroups=[{"InstanceGroupName": n, "InstanceType": t, "InstanceCount": c, "ThreadsPerCore": 1,
-                         "ExecutionRole": f"arn:aws:iam::{MOTO_ACCOUNT}:role/nodes",
-                         "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/", "OnCreate": "on_create.sh"}}
-                        for n, t, c in groups],
-        Orchestrator={"Eks": {"ClusterArn": f"arn:aws:eks:us-west-2:{MOTO_ACCOUNT}:cluster/hpdpd-dev"}},
-        VpcConfig={"SecurityGroupIds": ["sg-12345678"], "Subnets": ["subnet-12345678"]})
 
 
 def fake_kubectl(directory: Path, document: dict[str, Any]) -> None:
@@ -57,7 +47,7 @@ def test_json_status_with_the_iec_state_from_kubectl(factory: ClientFactory, con
     # GIVEN a running cluster, ACTIVE add-ons and a kubectl that reports the endpoint's IEC as complete
     env = load_environment("dev", config_dir)
     endpoint = configured_endpoints(env)[0]
-    create_cluster(factory.client("sagemaker"), [("system", "ml.m5.2xlarge", 2), ("prefill", "ml.p5.48xlarge", 1),
+    create_hyperpod_cluster(factory.client("sagemaker"), [("system", "ml.m5.2xlarge", 2), ("prefill", "ml.p5.48xlarge", 1),
                                                  ("decode", "ml.p5.48xlarge", 1)])
     fake_kubectl(tmp_path / "bin", {"status": {"state": "DeploymentComplete", "conditions": [
         {"message": "DPD prefill and decode deployments are ready"}]}})

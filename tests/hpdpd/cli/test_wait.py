@@ -14,6 +14,7 @@ from hpdpd.aws import ClientFactory
 from hpdpd.cli import wait as wait_cli
 from hpdpd.cli.main import main
 from tests.hpdpd.cli.conftest import MOTO_ACCOUNT
+from tests.hpdpd.moto_clusters import create_hyperpod_cluster
 
 
 @pytest.fixture
@@ -33,13 +34,7 @@ def _wait(config_dir: Path, *extra: str) -> int:
 
 def test_waiting_for_a_ready_cluster(factory: ClientFactory, config_dir: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    factory.client("sagemaker").create_cluster(
-        ClusterName="hpdpd-dev", InstanceGroups=[{
-            "InstanceGroupName": "prefill", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 1, "ThreadsPerCore": 1,
-            "ExecutionRole": f"arn:aws:iam::{MOTO_ACCOUNT}:role/nodes",
-            "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/", "OnCreate": "on_create.sh"}}],
-        Orchestrator={"Eks": {"ClusterArn": f"arn:aws:eks:us-west-2:{MOTO_ACCOUNT}:cluster/hpdpd-dev"}},
-        VpcConfig={"SecurityGroupIds": ["sg-12345678"], "Subnets": ["subnet-12345678"]})
+    create_hyperpod_cluster(factory.client("sagemaker"), [("prefill", "ml.p5.48xlarge", 1)])
     code = _wait(config_dir, "--for", "cluster", "--output", "json")
     captured = capsys.readouterr()
     data = json.loads(captured.out)

@@ -16,10 +16,10 @@ import pytest
 
 from hpdpd.aws import ClientFactory
 from hpdpd.config import EnvironmentConfig, parse_environment
+from tests.hpdpd.moto_clusters import MOTO_ACCOUNT, REGION, create_hyperpod_cluster
 
 ROOT = Path(__file__).resolve().parents[3]
-MOTO_ACCOUNT = "123456789012"
-REGION = "us-west-2"
+
 ROLE = f"arn:aws:iam::{MOTO_ACCOUNT}:role/hyperpod-nodes"
 # moto's CreateCluster validates instance types against an older enum without m7i; the system group uses m5 there.
 MOTO_INSTANCE_TYPE = {"ml.m7i.2xlarge": "ml.m5.2xlarge"}
@@ -75,16 +75,11 @@ def env(make_env: Callable[..., EnvironmentConfig]) -> EnvironmentConfig:
 
 
 def _create_hyperpod(sagemaker: Any, env: EnvironmentConfig, *, subnet: str = "subnet-12345678") -> None:
-    """The environment's HyperPod cluster in moto (``ThreadsPerCore`` and an ``s3://sagemaker`` URI: moto quirks)."""
-    sagemaker.create_cluster(
-        ClusterName=env.hyperpod.cluster_name,
-        InstanceGroups=[{
-            "InstanceGroupName": g.name, "InstanceType": MOTO_INSTANCE_TYPE.get(g.instance_type, g.instance_type),
-            "InstanceCount": g.count, "ExecutionRole": ROLE, "ThreadsPerCore": 1,
-            "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/scripts/", "OnCreate": "on_create.sh"},
-        } for g in env.hyperpod.instance_groups],
-        Orchestrator={"Eks": {"ClusterArn": f"arn:aws:eks:{REGION}:{MOTO_ACCOUNT}:cluster/{env.eks.cluster_name}"}},
-        VpcConfig={"SecurityGroupIds": ["sg-12345678"], "Subnets": [subnet]})
+    """The environment's HyperPod cluster in moto."""
+    create_hyperpod_cluster(
+        sagemaker, [(g.name, MOTO_INSTANCE_TYPE.get(g.instance_type, g.instance_type), g.count)
+                    for g in env.hyperpod.instance_groups],
+        name=env.hyperpod.cluster_name, eks_cluster=env.eks.cluster_name, subnet=subnet)
 
 
 def _create_eks(eks: Any, env: EnvironmentConfig, *, version: str | None = None) -> None:
