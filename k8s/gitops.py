@@ -29,8 +29,10 @@ def render_environment(config: EnvironmentConfig) -> dict[str, list[dict]]:
     return {chart.node.id: chart.to_json() for chart in add_environment_charts(app, config)}
 
 
-def write_environment(config: EnvironmentConfig, out_dir: Path) -> list[Path]:
-    rendered = render_environment(config)  # render (and validate) everything before touching the directory
+def write_environment(config: EnvironmentConfig, out_dir: Path,
+                      rendered: dict[str, list[dict]] | None = None) -> list[Path]:
+    """Rewrite ``<out_dir>/<env>/`` from ``rendered`` (default: render and validate now, before touching it)."""
+    rendered = render_environment(config) if rendered is None else rendered
     target = out_dir / config.name
     target.mkdir(parents=True, exist_ok=True)
     for stale in target.glob(f"*{SUFFIX}"):
@@ -47,8 +49,7 @@ def write_manifests(out_dir: Path, configs: Sequence[EnvironmentConfig] | None =
     """Write every environment (default: all of ``config/``); all are rendered before the first file is written."""
     selected = list(configs) if configs is not None else load_all()
     rendered = {c.name: render_environment(c) for c in selected}  # fail before writing anything
-    del rendered
-    return {c.name: write_environment(c, out_dir) for c in selected}
+    return {c.name: write_environment(c, out_dir, rendered[c.name]) for c in selected}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
