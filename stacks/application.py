@@ -18,7 +18,6 @@ from stacks.environment_stage import EnvironmentStage
 from stacks.pipeline_stack import PIPELINE_ID, PipelineStack, pinned_cli_version
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-ENVIRONMENTS_CONTEXT_KEY = "hpdpd:environments"
 
 
 def cdk_json_context(root: Path = PROJECT_ROOT) -> dict[str, Any]:
@@ -70,10 +69,11 @@ def _pipeline_config(config_dir: Path, selected: Sequence[EnvironmentConfig]) ->
     return config
 
 
-def _selected_from_context(app_context: str | None) -> list[str] | None:
-    if not app_context:
+def _selected_environments(value: str | None) -> list[str] | None:
+    """``HPDPD_ENVIRONMENTS=dev,staging`` -> ``["dev", "staging"]``; unset or empty -> every environment."""
+    if not value:
         return None
-    return [name.strip() for name in app_context.split(",") if name.strip()]
+    return [name.strip() for name in value.split(",") if name.strip()]
 
 
 def main() -> int:
@@ -83,7 +83,7 @@ def main() -> int:
     environments synthesized (default: every file in it).
     """
     try:
-        names = _selected_from_context(os.environ.get("HPDPD_ENVIRONMENTS"))
+        names = _selected_environments(os.environ.get("HPDPD_ENVIRONMENTS"))
         config_dir = Path(os.environ.get("HPDPD_CONFIG_DIR", DEFAULT_CONFIG_DIR))
         # Run by the CDK CLI, the context (cdk.json flags + cdk.context.json) arrives in the environment; run
         # directly (python app.py), read the same files so the same feature flags apply.

@@ -48,7 +48,3 @@ class EnvironmentStage(cdk.Stage):
             cdk_nag.AwsSolutionsChecks(self),
             HyperPodDpdChecks(Settings(production=config.production)),
         )
-
-    @property
-    def stacks(self) -> list[cdk.Stack]:
-        return [c for c in self.node.children if isinstance(c, cdk.Stack)]

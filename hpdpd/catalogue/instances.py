@@ -77,10 +77,6 @@ class InstanceSpec:
         return self.gpu_count > 0
 
     @property
-    def gpu_memory_gib_total(self) -> float:
-        return (self.gpu.memory_gib if self.gpu else 0.0) * self.gpu_count
-
-    @property
     def efa_bandwidth_gbps(self) -> int:
         """Aggregate EFA bandwidth of the instance in Gbit/s."""
         return self.network_gbps if self.efa_interfaces else 0

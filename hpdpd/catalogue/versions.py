@@ -64,7 +64,6 @@ class CoreAddon:
     name: str
     versions: Mapping[str, str]
     minimum: AddonVersion | None = None
-    before_nodes: bool = False
 
     def version_for(self, eks_version: str) -> str:
         return self.versions[eks_version]
@@ -75,22 +74,21 @@ def _same(version: str) -> Mapping[str, str]:
 
 
 CORE_ADDONS: tuple[CoreAddon, ...] = (
-    CoreAddon("vpc-cni", _same("v1.20.4-eksbuild.2"), minimum=VPC_CNI_MINIMUM, before_nodes=True),
+    CoreAddon("vpc-cni", _same("v1.20.4-eksbuild.2"), minimum=VPC_CNI_MINIMUM),
     CoreAddon("kube-proxy", MappingProxyType({
         "1.30": "v1.30.14-eksbuild.8", "1.31": "v1.31.10-eksbuild.8", "1.32": "v1.32.6-eksbuild.8",
         "1.33": "v1.33.3-eksbuild.6", "1.34": "v1.34.0-eksbuild.4", "1.35": "v1.35.0-eksbuild.2",
-    }), before_nodes=True),
+    })),
     CoreAddon("coredns", MappingProxyType({
         "1.30": "v1.11.4-eksbuild.22", "1.31": "v1.11.4-eksbuild.22", "1.32": "v1.11.4-eksbuild.22",
         "1.33": "v1.12.2-eksbuild.4", "1.34": "v1.12.3-eksbuild.1", "1.35": "v1.13.1-eksbuild.1",
     })),
-    CoreAddon("eks-pod-identity-agent", _same("v1.3.9-eksbuild.3"), before_nodes=True),
+    CoreAddon("eks-pod-identity-agent", _same("v1.3.9-eksbuild.3")),
 )
 
 # HyperPod dependencies Helm chart (aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart``); it is not
 # published to any Helm repository, so it is pinned to a commit and mirrored by the user (aws/sagemaker-hyperpod-cli, helm_chart/readme.md).
 HYPERPOD_CHART_NAME = "hyperpod-helm-chart"
 HYPERPOD_CHART_VERSION = "0.1.0"
-HYPERPOD_CHART_SOURCE_COMMIT = "011ca927123e02b35a399935bbb3ab1905fe33c7"
 HYPERPOD_CHART_RELEASE = "dependencies"
 HYPERPOD_CHART_NAMESPACE = "kube-system"
