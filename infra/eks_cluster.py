@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from hpdpd.catalogue.versions import CORE_ADDONS, EKS_VERSIONS, KUBECTL_LAYERS, parse_addon_version
+from hpdpd.catalogue.versions import CORE_ADDONS, EKS_VERSIONS, KUBECTL_LAYERS
+from hpdpd.config.base import addon_version_issues
 from hpdpd.config.eks import ALL_LOG_TYPES, SystemNodeGroup
 from hpdpd.config.hyperpod import ROLE_LABEL
 from hpdpd.errors import ConfigError
@@ -75,9 +75,8 @@ class HyperPodEksCluster(Construct):
         addon_versions: Mapping[str, str] | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
     ) -> None:
-        versions = {a.name: a.version_for(version) for a in CORE_ADDONS} if version in EKS_VERSIONS else {}
-        versions.update(addon_versions or {})
-        self._validate(version, endpoint_access, logging, versions)  # before anything joins the construct tree
+        self._validate(version, endpoint_access, logging, addon_versions or {})  # before anything joins the tree
+        versions = {a.name: a.version_for(version) for a in CORE_ADDONS} | dict(addon_versions or {})
         super().__init__(scope, id)
 
         self.secrets_key = kms.Key(
@@ -169,7 +168,7 @@ class HyperPodEksCluster(Construct):
         nag.acknowledge_generated_function(framework, f"{why}; the framework's runtime is chosen by aws-cdk-lib")
 
     @staticmethod
-    def _validate(version: str, endpoint_access: str, logging: Sequence[str], versions: Mapping[str, str]) -> None:
+    def _validate(version: str, endpoint_access: str, logging: Sequence[str], overrides: Mapping[str, str]) -> None:
         if version not in EKS_VERSIONS:
             raise ConfigError.single(None, "HyperPodEksCluster.version", version, f"must be one of {', '.join(EKS_VERSIONS)}")
         if endpoint_access not in ("public_and_private", "private"):
@@ -178,13 +177,10 @@ class HyperPodEksCluster(Construct):
         unknown = [t for t in logging if t not in _LOG_TYPES]
         if unknown:
             raise ConfigError.single(None, "HyperPodEksCluster.logging", unknown, f"allowed: {', '.join(_LOG_TYPES)}")
-        for addon in CORE_ADDONS:
-            value = versions.get(addon.name)
-            if value is None:
-                raise ConfigError.single(None, f"HyperPodEksCluster.addon_versions.{addon.name}", None, "is required")
-            if addon.minimum and parse_addon_version(value) < addon.minimum:
-                raise ConfigError.single(None, f"HyperPodEksCluster.addon_versions.{addon.name}", value,
-                                         f"must be at least {addon.minimum}")
+        problems = list(addon_version_issues("HyperPodEksCluster.addon_versions", overrides,
+                                             {a.name: a.minimum for a in CORE_ADDONS}, kind="core", why="HyperPod needs"))
+        if problems:
+            raise ConfigError(None, problems)
 
     @property
     def cluster_arn(self) -> str:
@@ -193,9 +189,3 @@ class HyperPodEksCluster(Construct):
     @property
     def cluster_name(self) -> str:
         return self.cluster.cluster_name
-
-    def grant_admin(self, id: str, principal: iam.IPrincipal | str) -> None:
-        """Give a principal cluster-admin through an access entry (e.g. the deployer of the inference add-on)."""
-        arn = principal if isinstance(principal, str) else principal.principal_arn  # type: ignore[attr-defined]
-        self.cluster.grant_access(id, arn, [
-            eks.AccessPolicy.from_access_policy_name(CLUSTER_ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)])

@@ -35,6 +35,7 @@ from hpdpd.catalogue.operator import (
     operator_for_addon,
 )
 from hpdpd.catalogue.versions import parse_addon_version
+from hpdpd.config.base import addon_version_issues
 from hpdpd.config.operator import ModelBucket, bucket_name_problem
 from hpdpd.errors import ConfigError
 from infra import nag, policies
@@ -187,21 +188,12 @@ class InferenceOperator(Construct):
                 None, f"{where}.addon_version", addon,
                 f"DPD endpoints need inference operator {DPD_MINIMUM_OPERATOR} or newer (this is "
                 f"{found.operator if found else 'older than 3.0'}); set the add-on to {DPD_MINIMUM_ADDON} or newer")
-        resolved: dict[str, str] = {}
-        for prerequisite in PREREQUISITE_ADDONS:
-            version = prerequisites.get(prerequisite.name, prerequisite.pinned)
-            try:
-                below = parse_addon_version(version) < prerequisite.minimum_version
-            except ValueError as exc:
-                raise ConfigError.single(None, f"{where}.prerequisite_versions.{prerequisite.name}", version, str(exc)) from None
-            if below:
-                raise ConfigError.single(None, f"{where}.prerequisite_versions.{prerequisite.name}", version,
-                                         f"is below the minimum the inference operator needs ({prerequisite.minimum})")
-            resolved[prerequisite.name] = version
-        unknown = sorted(set(prerequisites) - set(resolved))
-        if unknown:
-            raise ConfigError.single(None, f"{where}.prerequisite_versions", unknown,
-                                     f"allowed: {', '.join(p.name for p in PREREQUISITE_ADDONS)}")
+        problems = list(addon_version_issues(
+            f"{where}.prerequisite_versions", prerequisites, {p.name: p.minimum_version for p in PREREQUISITE_ADDONS},
+            kind="prerequisite", why="the inference operator needs"))
+        if problems:
+            raise ConfigError(None, problems)
+        resolved = {p.name: prerequisites.get(p.name, p.pinned) for p in PREREQUISITE_ADDONS}
         return addon, resolved
 
     @staticmethod

@@ -60,12 +60,17 @@ def acknowledge_wildcards(policy: IConstruct, statements: Iterable[iam.PolicySta
     for statement in statements:
         data = cdk.Stack.of(policy).resolve(statement.to_statement_json())
         sid = data.get("Sid")
-        findings = [f"Action::{a}" for a in _as_list(data.get("Action")) if "*" in a]
-        findings += [f"Resource::{_render(r)}" for r in _as_list(data.get("Resource")) if "*" in _render(r)]
+        findings = _wildcard_findings(data)
         if findings and sid not in reasons:
             raise KeyError(f"statement {sid!r} of {policy.node.path} has wildcards {findings} but no reason")
         for finding in findings:
             acknowledge(policy, f"AwsSolutions-IAM5[{finding}]", reasons[sid])
+
+
+def _wildcard_findings(statement: Mapping[str, Any]) -> list[str]:
+    """The IAM5 finding details of one resolved statement: each wildcard action and resource, rendered as cdk-nag does."""
+    findings = [f"Action::{a}" for a in _as_list(statement.get("Action")) if "*" in a]
+    return findings + [f"Resource::{_render(r)}" for r in _as_list(statement.get("Resource")) if "*" in _render(r)]
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -82,9 +87,7 @@ def acknowledge_generated_policy(policy: IConstruct | None, reason: str) -> None
         raise ValueError("no generated policy found to acknowledge")
     document = cdk.Stack.of(policy).resolve(policy.document.to_json())  # type: ignore[attr-defined]
     for data in _as_list(document.get("Statement")):
-        findings = [f"Action::{a}" for a in _as_list(data.get("Action")) if "*" in a]
-        findings += [f"Resource::{_render(r)}" for r in _as_list(data.get("Resource")) if "*" in _render(r)]
-        for finding in findings:
+        for finding in _wildcard_findings(data):
             acknowledge(policy, f"AwsSolutions-IAM5[{finding}]", reason)
 
 

@@ -37,7 +37,7 @@ class PlatformStack(cdk.Stack):
             admin_principals=eks_cfg.admin_principals,
             logging=eks_cfg.logging,
             system_node_group=eks_cfg.system_node_group,
-            addon_versions={a: eks_cfg.addon_version(a) for a in ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")},
+            addon_versions=eks_cfg.addon_versions,  # overrides; the construct pins the rest from the catalogue
             removal_policy=policy,
         )
 

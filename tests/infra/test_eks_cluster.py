@@ -114,7 +114,7 @@ def scratch() -> tuple[cdk.Stack, ec2.Vpc, ec2.SecurityGroup]:
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"version": "1.29"}, r"HyperPodEksCluster.version: '1.29': must be one of 1.30"),
-    ({"addon_versions": {"vpc-cni": "v1.18.2-eksbuild.1"}}, r"addon_versions.vpc-cni: 'v1.18.2-eksbuild.1': must be at least v1.18.3"),
+    ({"addon_versions": {"vpc-cni": "v1.18.2-eksbuild.1"}}, r"addon_versions.vpc-cni: 'v1.18.2-eksbuild.1': is below the minimum HyperPod needs \(v1.18.3"),
     ({"logging": ["api", "everything"]}, r"HyperPodEksCluster.logging: \['everything'\]: allowed: api"),
     ({"endpoint_access": "public"}, r"endpoint_access: 'public': must be 'public_and_private' or 'private'"),
 ])
