@@ -18,11 +18,14 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup synth test checkov lint bench imports offerings stateful-manifest clean
+.PHONY: setup setup-checkov synth test checkov lint bench imports offerings stateful-manifest clean
 
-setup: $(STAMP_PY) $(STAMP_NODE) $(STAMP_CHECKOV)
+setup: $(STAMP_PY) $(STAMP_NODE)
 
-$(STAMP_PY): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+# checkov is needed only by the targets that run it (test, checkov), not by synth.
+setup-checkov: $(STAMP_CHECKOV)
+
+$(STAMP_PY): requirements.txt requirements-dev.txt constraints.txt pyproject.toml setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements-dev.txt -c constraints.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
@@ -41,14 +44,14 @@ $(STAMP_NODE): package.json package-lock.json
 synth: setup
 	rm -rf cdk.out
 	cdk synth --quiet
-	$(PY) -m k8s.gitops --out dist/k8s
-	$(PY) -m hpdpd.synth_summary cdk.out
+	$(PY) -m hyperpod_dpd.k8s.gitops --out dist/k8s
+	$(PY) -m hyperpod_dpd.synth_summary cdk.out
 
-test: setup
+test: setup setup-checkov
 	$(PY) -m ruff check .
 	$(PY) -m pytest
 
-checkov: synth
+checkov: synth setup-checkov
 	BC_SKIP_MAPPING=TRUE $(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -d cdk.out -d dist/k8s --output cli
 
 lint: setup

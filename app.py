@@ -3,6 +3,6 @@
 
 import sys
 
-from stacks.application import main
+from hyperpod_dpd.stacks.application import main
 
 sys.exit(main())

@@ -8,7 +8,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 
-from hpdpd.config import load_all
+from hyperpod_dpd.config import load_all
 
 app = cdk.App()
 for env in load_all():

@@ -14,10 +14,10 @@ import itertools
 import os
 import time
 
-from hpdpd.catalogue.instances import DPD_INSTANCE_TYPES
-from hpdpd.catalogue.models import MODELS
-from hpdpd.planner.plan import PlanError, make_plan
-from hpdpd.planner.workload import LengthDistribution, Workload
+from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES
+from hyperpod_dpd.catalogue.models import MODELS
+from hyperpod_dpd.planner.plan import PlanError, make_plan
+from hyperpod_dpd.planner.workload import LengthDistribution, Workload
 
 INPUTS = ("512", "2048", "4096", "8192", "16384", "2048:3,16384:1", "32768")
 OUTPUTS = ("128", "512", "1024")

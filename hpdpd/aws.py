@@ -16,7 +16,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from hpdpd import __version__
+from hyperpod_dpd import __version__
 
 if TYPE_CHECKING:
     from botocore.config import Config

@@ -8,9 +8,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hpdpd.catalogue.instances import INSTANCE_TYPES
-from hpdpd.config import EnvironmentConfig, load_all, load_environment
-from hpdpd.config.pipeline import load_pipeline
+from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
+from hyperpod_dpd.config import EnvironmentConfig, load_all, load_environment
+from hyperpod_dpd.config.pipeline import load_pipeline
 
 
 def _stacks(assembly: Path, stage: str) -> list[tuple[str, int]]:

@@ -6,7 +6,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra import checkov
+from hyperpod_dpd.infra import checkov
 
 ACCESS_LOG_PREFIX = "s3-access-logs/"
 

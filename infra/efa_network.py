@@ -11,10 +11,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from hpdpd.config.network import CreateVpc, ExistingVpc
-from hpdpd.errors import ConfigError
-from infra import guardrails
-from infra.arns import arn
+from hyperpod_dpd.config.network import CreateVpc, ExistingVpc
+from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra import guardrails
+from hyperpod_dpd.infra.arns import arn
 
 # FSx for Lustre client ports (https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html).
 LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))

@@ -13,12 +13,12 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from hpdpd.catalogue.versions import CORE_ADDONS, EKS_VERSIONS, KUBECTL_LAYERS
-from hpdpd.config.base import addon_version_issues
-from hpdpd.config.eks import ALL_LOG_TYPES, SystemNodeGroup
-from hpdpd.config.hyperpod import ROLE_LABEL
-from hpdpd.errors import ConfigError
-from infra import nag
+from hyperpod_dpd.catalogue.versions import CORE_ADDONS, EKS_VERSIONS, KUBECTL_LAYERS
+from hyperpod_dpd.config.base import addon_version_issues
+from hyperpod_dpd.config.eks import ALL_LOG_TYPES, SystemNodeGroup
+from hyperpod_dpd.config.hyperpod import ROLE_LABEL
+from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra import nag
 
 _LOG_TYPES = {
     "api": eks.ClusterLoggingTypes.API,
@@ -35,7 +35,13 @@ def kubectl_layer(scope: Construct, id: str, version: str):
     if version not in KUBECTL_LAYERS:
         raise ConfigError.single(None, "eks.version", version, f"must be one of {', '.join(EKS_VERSIONS)}")
     module_name, class_name = KUBECTL_LAYERS[version]
-    return getattr(importlib.import_module(module_name), class_name)(scope, id)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError:
+        extra = "kubectl-v" + version.split(".")[1]
+        raise ConfigError.single(None, "eks.version", version, f"needs the kubectl layer package {module_name!r}: "
+                                 f"pip install 'hyperpod-dpd[{extra}]'") from None
+    return getattr(module, class_name)(scope, id)
 
 
 def _principal_id(arn: str) -> str:

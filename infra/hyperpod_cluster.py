@@ -12,12 +12,12 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IDependable
 
-from hpdpd.catalogue.instances import INSTANCE_TYPES
-from hpdpd.config.hyperpod import InstanceGroup
-from hpdpd.errors import ConfigError
-from infra import guardrails, nag
-from infra.arns import arn
-from infra.buckets import secure_bucket
+from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
+from hyperpod_dpd.config.hyperpod import InstanceGroup
+from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra import guardrails, nag
+from hyperpod_dpd.infra.arns import arn
+from hyperpod_dpd.infra.buckets import secure_bucket
 
 LIFECYCLE_DIR = Path(__file__).parent / "lifecycle"
 LIFECYCLE_PREFIX = "lifecycle"

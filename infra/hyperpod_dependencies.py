@@ -12,14 +12,14 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from hpdpd.catalogue.instances import INSTANCE_TYPES
-from hpdpd.catalogue.versions import (
+from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
+from hyperpod_dpd.catalogue.versions import (
     HYPERPOD_CHART_NAME,
     HYPERPOD_CHART_NAMESPACE,
     HYPERPOD_CHART_RELEASE,
     HYPERPOD_CHART_VERSION,
 )
-from hpdpd.errors import ConfigError
+from hyperpod_dpd.errors import ConfigError
 
 HEALTH_TAINT_TOLERATION = {
     "key": "sagemaker.amazonaws.com/node-health-status", "operator": "Equal",

@@ -18,7 +18,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from hpdpd.catalogue.operator import (
+from hyperpod_dpd.catalogue.operator import (
     DPD_MINIMUM_ADDON,
     DPD_MINIMUM_OPERATOR,
     EXECUTION_ROLE_MANAGED_POLICY,
@@ -34,15 +34,15 @@ from hpdpd.catalogue.operator import (
     TLS_BUCKET_PREFIX,
     operator_for_addon,
 )
-from hpdpd.catalogue.versions import parse_addon_version
-from hpdpd.config.base import addon_version_issues
-from hpdpd.config.operator import ModelBucket, bucket_name_problem
-from hpdpd.errors import ConfigError
-from infra import nag, policies
-from infra.arns import arn
-from infra.buckets import secure_bucket
-from infra.eks_cluster import HyperPodEksCluster
-from infra.hyperpod_cluster import HyperPodCluster
+from hyperpod_dpd.catalogue.versions import parse_addon_version
+from hyperpod_dpd.config.base import addon_version_issues
+from hyperpod_dpd.config.operator import ModelBucket, bucket_name_problem
+from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra import nag, policies
+from hyperpod_dpd.infra.arns import arn
+from hyperpod_dpd.infra.buckets import secure_bucket
+from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster
+from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
 
 # IRSA subjects (SageMaker HyperPod inference setup documentation): namespace:service-account of each controller.
 OPERATOR_SERVICE_ACCOUNT = f"system:serviceaccount:{INFERENCE_NAMESPACE}:hyperpod-inference-controller-manager"

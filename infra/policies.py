@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from aws_cdk import aws_iam as iam
 from constructs import IConstruct
 
-from infra.arns import arn, iam_arn
+from hyperpod_dpd.infra.arns import arn, iam_arn
 
 _ELB_CLUSTER_TAGS = ("elbv2.k8s.aws/cluster", "ingress.k8s.aws/cluster", "service.k8s.aws/cluster")
 

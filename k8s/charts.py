@@ -9,13 +9,13 @@ import cdk8s
 from cdk8s_plus_35 import k8s
 from constructs import Construct
 
-from hpdpd.config.endpoints import EndpointConfig
-from hpdpd.config.environment import EnvironmentConfig
-from hpdpd.errors import ConfigError
-from k8s import defaults
-from k8s.endpoint import DisaggregatedEndpoint
-from k8s.router import EndpointRouter
-from k8s.validation import validate_manifests
+from hyperpod_dpd.config.endpoints import EndpointConfig
+from hyperpod_dpd.config.environment import EnvironmentConfig
+from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.k8s import defaults
+from hyperpod_dpd.k8s.endpoint import DisaggregatedEndpoint
+from hyperpod_dpd.k8s.router import EndpointRouter
+from hyperpod_dpd.k8s.validation import validate_manifests
 
 DEFAULT_NAMESPACE = "default"
 

@@ -1,7 +1,7 @@
 """Fixed values of the Kubernetes side: the worker container layout, pod sizing, and the operator's labels.
 
 Figures come from the documented DPD example (SageMaker HyperPod DPD documentation) and the operator's naming (same page); endpoint-level
-defaults (image, threshold, buffer, strategy) live in ``hpdpd.catalogue`` and ``hpdpd.config.endpoints``.
+defaults (image, threshold, buffer, strategy) live in ``hyperpod_dpd.catalogue`` and ``hyperpod_dpd.config.endpoints``.
 """
 
 from __future__ import annotations

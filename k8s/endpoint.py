@@ -9,10 +9,10 @@ from typing import Any, Literal
 import cdk8s
 from constructs import Construct
 
-from hpdpd.config.endpoints import DpdRole, EndpointConfig, managed_flag_issues
-from hpdpd.errors import ConfigError, ConfigWarning
-from k8s import defaults
-from k8s.imports.com.amazon.aws.sagemaker import inference as iec
+from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig, managed_flag_issues
+from hyperpod_dpd.errors import ConfigError, ConfigWarning
+from hyperpod_dpd.k8s import defaults
+from hyperpod_dpd.k8s.imports.com.amazon.aws.sagemaker import inference as iec
 
 ArgsTarget = Literal["worker", "prefill", "decode"]
 

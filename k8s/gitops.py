@@ -1,6 +1,6 @@
 """Write every environment's Kubernetes manifests as plain YAML for GitOps (``dist/k8s/<env>/<endpoint>.k8s.yaml``).
 
-    python -m k8s.gitops --out dist/k8s [--config-dir config] [--env dev ...]
+    python -m hyperpod_dpd.k8s.gitops --out dist/k8s [--config-dir config] [--env dev ...]
 
 Each environment directory is rewritten from scratch, so an endpoint removed from the config disappears from Git
 too (and a pruning GitOps controller deletes it). Every manifest is schema-validated before anything is written.
@@ -16,9 +16,9 @@ from pathlib import Path
 import cdk8s
 import yaml
 
-from hpdpd.config import DEFAULT_CONFIG_DIR, EnvironmentConfig, load_all
-from hpdpd.errors import HpdpdError
-from k8s.charts import add_environment_charts
+from hyperpod_dpd.config import DEFAULT_CONFIG_DIR, EnvironmentConfig, load_all
+from hyperpod_dpd.errors import HpdpdError
+from hyperpod_dpd.k8s.charts import add_environment_charts
 
 SUFFIX = ".k8s.yaml"
 
@@ -53,7 +53,7 @@ def write_manifests(out_dir: Path, configs: Sequence[EnvironmentConfig] | None =
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m k8s.gitops", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m hyperpod_dpd.k8s.gitops", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("dist/k8s"), help="output directory (default: dist/k8s)")
     parser.add_argument("--config-dir", type=Path, default=DEFAULT_CONFIG_DIR)
     parser.add_argument("--env", action="append", dest="envs", help="environment to write (repeatable; default: all)")

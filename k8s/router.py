@@ -20,9 +20,9 @@ import json
 from cdk8s_plus_35 import k8s
 from constructs import Construct
 
-from hpdpd.catalogue.operator import INFERENCE_NAMESPACE, OBSERVABILITY_NAMESPACE, ROUTER_PORT
-from hpdpd.config.endpoints import DpdRole, EndpointConfig
-from k8s import defaults
+from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE, OBSERVABILITY_NAMESPACE, ROUTER_PORT
+from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig
+from hyperpod_dpd.k8s import defaults
 
 
 def _namespace_peer(namespace: str) -> k8s.NetworkPolicyPeer:

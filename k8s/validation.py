@@ -19,9 +19,9 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-from hpdpd.config.base import join
-from hpdpd.config.endpoints import is_unresolved
-from hpdpd.errors import ConfigError, Issue
+from hyperpod_dpd.config.base import join
+from hyperpod_dpd.config.endpoints import is_unresolved
+from hyperpod_dpd.errors import ConfigError, Issue
 
 CRD_DIR = Path(__file__).resolve().parent / "crds"
 _REQUIRED = re.compile(r"^'([^']+)' is a required property$")

@@ -15,9 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from infra.guardrails.stateful import stateful_resources  # noqa: E402
-from stacks.application import build_app, cdk_json_context  # noqa: E402
-from stacks.assembly import read_assembly  # noqa: E402
+from hyperpod_dpd.infra.guardrails.stateful import stateful_resources  # noqa: E402
+from hyperpod_dpd.stacks.application import build_app, cdk_json_context  # noqa: E402
+from hyperpod_dpd.stacks.assembly import read_assembly  # noqa: E402
 
 MANIFEST = ROOT / "security" / "stateful-resources.json"
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import aws_cdk as cdk
 
-from hpdpd.config import DEFAULT_CONFIG_DIR, EnvironmentConfig, load_all
-from hpdpd.config.pipeline import PipelineConfig, cross_check, pipeline_file, read_pipeline
-from hpdpd.errors import HpdpdError
-from stacks.environment_stage import EnvironmentStage
-from stacks.pipeline_stack import PIPELINE_ID, PipelineStack, pinned_cli_version
+from hyperpod_dpd.config import DEFAULT_CONFIG_DIR, EnvironmentConfig, load_all
+from hyperpod_dpd.config.pipeline import PipelineConfig, cross_check, pipeline_file, read_pipeline
+from hyperpod_dpd.errors import HpdpdError
+from hyperpod_dpd.stacks.environment_stage import EnvironmentStage
+from hyperpod_dpd.stacks.pipeline_stack import PIPELINE_ID, PipelineStack, pinned_cli_version
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 

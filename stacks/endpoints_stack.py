@@ -9,10 +9,10 @@ import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from hpdpd.config import EnvironmentConfig
-from infra.eks_cluster import HyperPodEksCluster
-from infra.inference_operator import InferenceOperator
-from k8s.charts import EndpointChart, add_environment_charts
+from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster
+from hyperpod_dpd.infra.inference_operator import InferenceOperator
+from hyperpod_dpd.k8s.charts import EndpointChart, add_environment_charts
 
 
 class EndpointsStack(cdk.Stack):

@@ -8,13 +8,13 @@ import aws_cdk as cdk
 import cdk_nag
 from constructs import Construct
 
-from hpdpd.config import EnvironmentConfig
-from infra.checkov import GeneratedHandlerSkips
-from infra.guardrails import HyperPodDpdChecks, Settings
-from stacks.endpoints_stack import EndpointsStack
-from stacks.naming import environment, stack_name
-from stacks.network_stack import NetworkStack
-from stacks.platform_stack import PlatformStack
+from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.infra.checkov import GeneratedHandlerSkips
+from hyperpod_dpd.infra.guardrails import HyperPodDpdChecks, Settings
+from hyperpod_dpd.stacks.endpoints_stack import EndpointsStack
+from hyperpod_dpd.stacks.naming import environment, stack_name
+from hyperpod_dpd.stacks.network_stack import NetworkStack
+from hyperpod_dpd.stacks.platform_stack import PlatformStack
 
 
 class EnvironmentStage(cdk.Stage):

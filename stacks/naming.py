@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 
-from hpdpd.config import EnvironmentConfig
+from hyperpod_dpd.config import EnvironmentConfig
 
 PROJECT = "hpdpd"
 

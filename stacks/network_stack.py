@@ -7,9 +7,9 @@ from typing import Any
 import aws_cdk as cdk
 from constructs import Construct
 
-from hpdpd.config import EnvironmentConfig
-from infra.efa_network import EfaNetwork
-from stacks.naming import removal_policy
+from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.infra.efa_network import EfaNetwork
+from hyperpod_dpd.stacks.naming import removal_policy
 
 
 class NetworkStack(cdk.Stack):

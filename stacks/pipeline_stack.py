@@ -21,10 +21,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
 from constructs import Construct
 
-from hpdpd.config import EnvironmentConfig
-from hpdpd.config.pipeline import PipelineConfig, PromotionConfig
-from infra import checkov, nag
-from stacks.environment_stage import EnvironmentStage
+from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.config.pipeline import PipelineConfig, PromotionConfig
+from hyperpod_dpd.infra import checkov, nag
+from hyperpod_dpd.stacks.environment_stage import EnvironmentStage
 
 PIPELINE_ID = "pipeline"  # also a reserved environment name, so it never collides with a stage
 HPDPD = ".venv/bin/hpdpd"

@@ -7,14 +7,14 @@ from typing import Any
 import aws_cdk as cdk
 from constructs import Construct
 
-from hpdpd.config import EnvironmentConfig
-from infra.buckets import access_logs_bucket
-from infra.efa_network import EfaNetwork
-from infra.eks_cluster import HyperPodEksCluster
-from infra.hyperpod_cluster import HyperPodCluster
-from infra.hyperpod_dependencies import HyperPodDependencies
-from infra.inference_operator import InferenceOperator, ObservabilityOptions
-from stacks.naming import removal_policy
+from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.infra.buckets import access_logs_bucket
+from hyperpod_dpd.infra.efa_network import EfaNetwork
+from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster
+from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
+from hyperpod_dpd.infra.hyperpod_dependencies import HyperPodDependencies
+from hyperpod_dpd.infra.inference_operator import InferenceOperator, ObservabilityOptions
+from hyperpod_dpd.stacks.naming import removal_policy
 
 
 class PlatformStack(cdk.Stack):

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from hypothesis import settings as hypothesis_settings
 
-from stacks.assembly import Synthesized, read_assembly  # noqa: F401 - re-exported for tests
+from hyperpod_dpd.stacks.assembly import Synthesized, read_assembly  # noqa: F401 - re-exported for tests
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_BIN = ROOT / "node_modules" / "node" / "bin"
@@ -29,7 +29,7 @@ hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatabl
 
 @pytest.fixture(scope="session")
 def cdk_context() -> dict[str, Any]:
-    from stacks.application import cdk_json_context
+    from hyperpod_dpd.stacks.application import cdk_json_context
 
     return cdk_json_context()
 
@@ -37,7 +37,7 @@ def cdk_context() -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory, cdk_context: dict[str, Any]) -> Synthesized:
     """All environments in ``config/``, synthesized once, exactly as ``make synth`` does."""
-    from stacks.application import build_app
+    from hyperpod_dpd.stacks.application import build_app
 
     outdir = tmp_path_factory.mktemp("cdk.out")
     app, _ = build_app(outdir=str(outdir), context=cdk_context)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from k8s.gitops import write_manifests
+from hyperpod_dpd.k8s.gitops import write_manifests
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
@@ -21,7 +21,7 @@ CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 @pytest.fixture(scope="module")
 def reports(synthesized, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     if not CHECKOV.exists():
-        pytest.fail("checkov is not installed; run 'make setup' (it installs .venv-checkov)")
+        pytest.fail("checkov is not installed; run 'make setup-checkov' (it installs .venv-checkov)")
     dist = tmp_path_factory.mktemp("dist") / "k8s"
     write_manifests(dist)
     env = {**os.environ, "BC_SKIP_MAPPING": "TRUE", "LOG_LEVEL": "ERROR"}

@@ -4,7 +4,7 @@ Every figure that the toolkit checks or emits lives here, with its source.
 Nothing else in the project hard-codes a version or an instance figure.
 """
 
-from hpdpd.catalogue.instances import (
+from hyperpod_dpd.catalogue.instances import (
     DPD_INSTANCE_TYPES,
     INSTANCE_TYPES,
     SYSTEM_INSTANCE_TYPES,
@@ -12,8 +12,8 @@ from hpdpd.catalogue.instances import (
     InstanceSpec,
     instance,
 )
-from hpdpd.catalogue.regions import HYPERPOD_REGIONS
-from hpdpd.catalogue.versions import (
+from hyperpod_dpd.catalogue.regions import HYPERPOD_REGIONS
+from hyperpod_dpd.catalogue.versions import (
     CORE_ADDONS,
     DEFAULT_EKS_VERSION,
     EKS_VERSIONS,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from hpdpd.catalogue.offerings import CDK_VALIDATOR_LAGS, PRICED
+from hyperpod_dpd.catalogue.offerings import CDK_VALIDATOR_LAGS, PRICED
 
 Arch = Literal["x86_64", "arm64"]
 

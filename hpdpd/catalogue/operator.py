@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from hpdpd.catalogue.versions import AddonVersion, parse_addon_version
+from hyperpod_dpd.catalogue.versions import AddonVersion, parse_addon_version
 
 INFERENCE_ADDON = "amazon-sagemaker-hyperpod-inference"
 INFERENCE_NAMESPACE = "hyperpod-inference-system"

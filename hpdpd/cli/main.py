@@ -10,16 +10,16 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from hpdpd import __version__
-from hpdpd.cli.output import OUTPUT_FORMATS
-from hpdpd.errors import HpdpdError
+from hyperpod_dpd import __version__
+from hyperpod_dpd.cli.output import OUTPUT_FORMATS
+from hyperpod_dpd.errors import HpdpdError
 
 Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]
 
 
 def _registrations() -> list[Register]:
     """The subcommands, in the order ``hpdpd --help`` lists them (imported here to keep ``--version`` fast)."""
-    from hpdpd.cli import plan, preflight, smoke, status, wait
+    from hyperpod_dpd.cli import plan, preflight, smoke, status, wait
 
     return [preflight.register, status.register, wait.register, smoke.register, plan.register]
 
@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("hpdpd: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # AWS and botocore failures end with one line; anything else is a bug and shows its trace
-        from hpdpd.aws import describe_aws_error
+        from hyperpod_dpd.aws import describe_aws_error
 
         message = describe_aws_error(exc)
         if message is None:

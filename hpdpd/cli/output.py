@@ -62,6 +62,6 @@ def load_environment_from_args(args: Any) -> Any:
     """
     from pathlib import Path
 
-    from hpdpd.config.loader import DEFAULT_CONFIG_DIR, load_environment
+    from hyperpod_dpd.config.loader import DEFAULT_CONFIG_DIR, load_environment
 
     return load_environment(args.env, Path(args.config_dir) if args.config_dir else DEFAULT_CONFIG_DIR)

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from hpdpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, InstanceSpec
-from hpdpd.catalogue.models import MODELS, ModelSpec, model
-from hpdpd.catalogue.operator import MAX_DECODE_REPLICAS
-from hpdpd.cli.output import print_json, print_table
-from hpdpd.errors import ConfigError
+from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, InstanceSpec
+from hyperpod_dpd.catalogue.models import MODELS, ModelSpec, model
+from hyperpod_dpd.catalogue.operator import MAX_DECODE_REPLICAS
+from hyperpod_dpd.cli.output import print_json, print_table
+from hyperpod_dpd.errors import ConfigError
 
 GIB = 1024**3
 
@@ -81,7 +81,7 @@ def _instance(text: str) -> InstanceSpec:
 
 
 def _workload(args: argparse.Namespace) -> Any:
-    from hpdpd.planner.workload import LengthDistribution, Workload, parse_counts, parse_rates
+    from hyperpod_dpd.planner.workload import LengthDistribution, Workload, parse_counts, parse_rates
 
     lengths = {}
     for attribute in ("input_tokens", "output_tokens"):
@@ -122,7 +122,7 @@ class _Target:
 
 
 def _environment(name: str, instance_text: str | None) -> tuple[_Target, str]:
-    from hpdpd.config import load_environment
+    from hyperpod_dpd.config import load_environment
 
     env = load_environment(name)
     source = f"config/{name}.yaml"
@@ -162,7 +162,7 @@ def _check_layout(target: _Target, instance: str, prefill: int | None, decode: i
 
 
 def run(args: argparse.Namespace) -> int:
-    from hpdpd.planner.plan import make_plan
+    from hyperpod_dpd.planner.plan import make_plan
 
     chosen_model = _model(_required(args, "model"))
     prefill = _positive_int("--prefill-nodes", args.prefill_nodes)
@@ -192,12 +192,12 @@ def run(args: argparse.Namespace) -> int:
         notes.append(f"the recommended {plan.recommendation.prefill_replicas} prefill nodes exceed environment "
                      f"{target.name}'s {target.prefill_nodes}; predictions use its {plan.layout.prefill_nodes}")
     if plot is not None:
-        from hpdpd.planner.plot import write_plot
+        from hyperpod_dpd.planner.plot import write_plot
 
         write_plot(plan, plot)
         print(f"hpdpd: wrote {plot}", file=sys.stderr)
     if args.emit_endpoint:
-        from hpdpd.planner.endpoint import endpoint_block, render_yaml
+        from hyperpod_dpd.planner.endpoint import endpoint_block, render_yaml
 
         block = endpoint_block(plan, prefill_group=target.prefill_group if target else "prefill",
                                decode_group=target.decode_group if target else "decode",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from hpdpd.aws import add_aws_arguments, factory_from_args
-from hpdpd.cli.output import (
+from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
+from hyperpod_dpd.cli.output import (
     environment_arguments,
     escape_cell,
     load_environment_from_args,
@@ -17,7 +17,7 @@ from hpdpd.cli.output import (
     print_table,
     status_label,
 )
-from hpdpd.ops.preflight import run_preflight
+from hyperpod_dpd.ops.preflight import run_preflight
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hpdpd.aws import add_aws_arguments, factory_from_args
-from hpdpd.cli.output import environment_arguments, escape_cell, load_environment_from_args, print_json, print_table
-from hpdpd.ops.kube import Kubectl
-from hpdpd.ops.status import NODE_HEALTHY, StatusReport, collect_status
+from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
+from hyperpod_dpd.cli.output import environment_arguments, escape_cell, load_environment_from_args, print_json, print_table
+from hyperpod_dpd.ops.kube import Kubectl
+from hyperpod_dpd.ops.status import NODE_HEALTHY, StatusReport, collect_status
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -11,12 +11,12 @@ import argparse
 import sys
 from typing import Any
 
-from hpdpd.aws import add_aws_arguments, factory_from_args
-from hpdpd.cli.output import environment_arguments, escape_cell, load_environment_from_args, print_json
-from hpdpd.cli.status import kubeconfig_argument
-from hpdpd.ops.endpoints import configured_endpoints, select_endpoints
-from hpdpd.ops.kube import Kubectl
-from hpdpd.ops.wait import TARGETS, Backoff, Observation, WaitResult, probe_for, wait_for
+from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
+from hyperpod_dpd.cli.output import environment_arguments, escape_cell, load_environment_from_args, print_json
+from hyperpod_dpd.cli.status import kubeconfig_argument
+from hyperpod_dpd.ops.endpoints import configured_endpoints, select_endpoints
+from hyperpod_dpd.ops.kube import Kubectl
+from hyperpod_dpd.ops.wait import TARGETS, Backoff, Observation, WaitResult, probe_for, wait_for
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -1,16 +1,16 @@
 """Typed, validated environment configuration (``config/<env>.yaml``)."""
 
-from hpdpd.config.eks import EksConfig, SystemNodeGroup
-from hpdpd.config.environment import EnvironmentConfig
-from hpdpd.config.hyperpod import DependenciesChart, HyperPodConfig, InstanceGroup, Taint
-from hpdpd.config.loader import (
+from hyperpod_dpd.config.eks import EksConfig, SystemNodeGroup
+from hyperpod_dpd.config.environment import EnvironmentConfig
+from hyperpod_dpd.config.hyperpod import DependenciesChart, HyperPodConfig, InstanceGroup, Taint
+from hyperpod_dpd.config.loader import (
     DEFAULT_CONFIG_DIR,
     list_environments,
     load_all,
     load_environment,
     parse_environment,
 )
-from hpdpd.config.network import CreateVpc, ExistingSubnet, ExistingVpc, NetworkConfig
+from hyperpod_dpd.config.network import CreateVpc, ExistingSubnet, ExistingVpc, NetworkConfig
 
 __all__ = [
     "DEFAULT_CONFIG_DIR",

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
-from hpdpd.catalogue.versions import AddonVersion, parse_addon_version
-from hpdpd.errors import Issue
+from hyperpod_dpd.catalogue.versions import AddonVersion, parse_addon_version
+from hyperpod_dpd.errors import Issue
 
 
 class Model(BaseModel):

@@ -17,9 +17,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
-from hpdpd.catalogue.instances import DPD_INSTANCE_TYPES, InstanceSpec
-from hpdpd.catalogue.models import model_by_name
-from hpdpd.catalogue.operator import (
+from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, InstanceSpec
+from hyperpod_dpd.catalogue.models import model_by_name
+from hyperpod_dpd.catalogue.operator import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_HEALTH_CHECK_PATH,
     DEFAULT_INVOCATION_PATH,
@@ -38,9 +38,9 @@ from hpdpd.catalogue.operator import (
     PD_BUFFER_SIZE_VARIABLE,
     ROUTER_SERVICE_SUFFIX,
 )
-from hpdpd.config.base import AvailabilityZone, Cidr, Model, ResourceName, join
-from hpdpd.config.hyperpod import GROUP_LABEL, ROLE_LABEL
-from hpdpd.errors import ConfigError, Issue
+from hyperpod_dpd.config.base import AvailabilityZone, Cidr, Model, ResourceName, join
+from hyperpod_dpd.config.hyperpod import GROUP_LABEL, ROLE_LABEL
+from hyperpod_dpd.errors import ConfigError, Issue
 
 # DPD facts the endpoint model relies on live in the catalogue (hpdpd.catalogue.operator); re-exported here.
 GENERATION_LENGTH = 6  # hex characters of the immutable-field hash in the IEC name
@@ -625,7 +625,7 @@ def managed_flag_issues(path: str, args: tuple[str, ...] | list[str]) -> Iterato
 
 def parse_endpoint(data: Mapping[str, Any], *, source: str = "endpoint") -> EndpointConfig:
     """Validate an endpoint built in Python; problems raise :class:`ConfigError`, one line per field."""
-    from hpdpd.config.loader import issues_from_validation  # the loader imports this module
+    from hyperpod_dpd.config.loader import issues_from_validation  # the loader imports this module
 
     try:
         endpoint = EndpointConfig.model_validate(dict(data))

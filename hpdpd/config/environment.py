@@ -8,14 +8,14 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr
 
-from hpdpd.catalogue.regions import HYPERPOD_REGIONS
-from hpdpd.config.base import AccountId, Model, Region, join
-from hpdpd.config.eks import EksConfig
-from hpdpd.config.endpoints import EndpointConfig
-from hpdpd.config.hyperpod import HyperPodConfig
-from hpdpd.config.network import NetworkConfig
-from hpdpd.config.operator import InferenceOperatorConfig, ModelBucket
-from hpdpd.errors import Issue
+from hyperpod_dpd.catalogue.regions import HYPERPOD_REGIONS
+from hyperpod_dpd.config.base import AccountId, Model, Region, join
+from hyperpod_dpd.config.eks import EksConfig
+from hyperpod_dpd.config.endpoints import EndpointConfig
+from hyperpod_dpd.config.hyperpod import HyperPodConfig
+from hyperpod_dpd.config.network import NetworkConfig
+from hyperpod_dpd.config.operator import InferenceOperatorConfig, ModelBucket
+from hyperpod_dpd.errors import Issue
 
 
 class EnvironmentConfig(Model):

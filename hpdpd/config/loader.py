@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from hpdpd.config.environment import EnvironmentConfig
-from hpdpd.errors import ConfigError, Issue
+from hyperpod_dpd.config.environment import EnvironmentConfig
+from hyperpod_dpd.errors import ConfigError, Issue
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG_DIR = PROJECT_ROOT / "config"

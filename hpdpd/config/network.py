@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from hpdpd.config.base import AvailabilityZone, Cidr, Model, join
-from hpdpd.errors import Issue
+from hyperpod_dpd.config.base import AvailabilityZone, Cidr, Model, join
+from hyperpod_dpd.errors import Issue
 
 
 class CreateVpc(Model):

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
-from hpdpd.catalogue.operator import (
+from hyperpod_dpd.catalogue.operator import (
     DEFAULT_OPERATOR,
     DPD_MINIMUM_OPERATOR,
     EXECUTION_ROLE_PREFIX,
@@ -18,9 +18,9 @@ from hpdpd.catalogue.operator import (
     TLS_BUCKET_PREFIX,
     OperatorRelease,
 )
-from hpdpd.catalogue.versions import parse_addon_version
-from hpdpd.config.base import Model, Region, addon_version_issues, join, quoted_choice
-from hpdpd.errors import Issue
+from hyperpod_dpd.catalogue.versions import parse_addon_version
+from hyperpod_dpd.config.base import Model, Region, addon_version_issues, join, quoted_choice
+from hyperpod_dpd.errors import Issue
 
 _BUCKET = re.compile(r"^(?!xn--)(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 

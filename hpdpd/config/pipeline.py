@@ -14,9 +14,9 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 
-from hpdpd.config.base import AccountId, Model, Region, join, pattern
-from hpdpd.config.environment import EnvironmentConfig
-from hpdpd.config.loader import (
+from hyperpod_dpd.config.base import AccountId, Model, Region, join, pattern
+from hyperpod_dpd.config.environment import EnvironmentConfig
+from hyperpod_dpd.config.loader import (
     DEFAULT_CONFIG_DIR,
     _display,
     issues_from_validation,
@@ -24,7 +24,7 @@ from hpdpd.config.loader import (
     load_all,
     read_yaml,
 )
-from hpdpd.errors import ConfigError, Issue
+from hyperpod_dpd.errors import ConfigError, Issue
 
 PIPELINE_FILE = "pipeline.yaml"
 DEFAULT_PIPELINE_NAME = "hpdpd-pipeline"

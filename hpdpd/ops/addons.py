@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hpdpd.catalogue.operator import DPD_MINIMUM_ADDON, INFERENCE_ADDON, OBSERVABILITY_ADDON, PREREQUISITE_ADDONS
-from hpdpd.catalogue.versions import CORE_ADDONS, AddonVersion, parse_addon_version
+from hyperpod_dpd.catalogue.operator import DPD_MINIMUM_ADDON, INFERENCE_ADDON, OBSERVABILITY_ADDON, PREREQUISITE_ADDONS
+from hyperpod_dpd.catalogue.versions import CORE_ADDONS, AddonVersion, parse_addon_version
 
 if TYPE_CHECKING:
-    from hpdpd.config import EnvironmentConfig
+    from hyperpod_dpd.config import EnvironmentConfig
 
 ADDON_PERMISSIONS = "eks:ListAddons and eks:DescribeAddon"
 ACTIVE = "ACTIVE"

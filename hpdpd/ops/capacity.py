@@ -14,14 +14,14 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from hpdpd.aws import error_code
-from hpdpd.catalogue.instances import INSTANCE_TYPES
-from hpdpd.ops.checks import Check, failed, passed, warned
-from hpdpd.ops.clusters import HyperPodState
-from hpdpd.ops.quotas import QUOTA_SUFFIX, SERVICE_CODE, cluster_quotas, quota_name
+from hyperpod_dpd.aws import error_code
+from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
+from hyperpod_dpd.ops.checks import Check, failed, passed, warned
+from hyperpod_dpd.ops.clusters import HyperPodState
+from hyperpod_dpd.ops.quotas import QUOTA_SUFFIX, SERVICE_CODE, cluster_quotas, quota_name
 
 if TYPE_CHECKING:
-    from hpdpd.config import EnvironmentConfig
+    from hyperpod_dpd.config import EnvironmentConfig
 
 OFFERING_PERMISSION = "ec2:DescribeInstanceTypeOfferings"
 SUBNET_PERMISSIONS = "ec2:DescribeSubnets and ec2:DescribeInstanceTypes"

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from hpdpd.aws import describe_client_error, is_access_denied, is_client_error, is_throttling
+from hyperpod_dpd.aws import describe_client_error, is_access_denied, is_client_error, is_throttling
 
 T = TypeVar("T")
 Status = Literal["pass", "warn", "fail"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hpdpd.aws import is_not_found
+from hyperpod_dpd.aws import is_not_found
 
 IN_SERVICE = "InService"
 FAILED = "Failed"

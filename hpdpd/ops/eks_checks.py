@@ -11,14 +11,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hpdpd.catalogue.operator import INFERENCE_ADDON, operator_for_addon
-from hpdpd.catalogue.versions import EKS_VERSIONS, parse_addon_version
-from hpdpd.ops.addons import FAILED_STATUSES, ExpectedAddon, InstalledAddon, below_minimum, expected_addons
-from hpdpd.ops.checks import STATUSES, Check, Status, attempt, failed, passed, warned, why_unchecked
-from hpdpd.ops.clusters import EksState
+from hyperpod_dpd.catalogue.operator import INFERENCE_ADDON, operator_for_addon
+from hyperpod_dpd.catalogue.versions import EKS_VERSIONS, parse_addon_version
+from hyperpod_dpd.ops.addons import FAILED_STATUSES, ExpectedAddon, InstalledAddon, below_minimum, expected_addons
+from hyperpod_dpd.ops.checks import STATUSES, Check, Status, attempt, failed, passed, warned, why_unchecked
+from hyperpod_dpd.ops.clusters import EksState
 
 if TYPE_CHECKING:
-    from hpdpd.config import EnvironmentConfig
+    from hyperpod_dpd.config import EnvironmentConfig
 
 ALLOWED_AUTH_MODES = ("API", "API_AND_CONFIG_MAP")
 ADDON_VERSIONS_PERMISSION = "eks:DescribeAddonVersions"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from hpdpd.errors import HpdpdError
+from hyperpod_dpd.errors import HpdpdError
 
 # The in-cluster router Service the operator creates for an IEC (SageMaker HyperPod DPD documentation); the docs call it with http on 443.
 ROUTER_URL = "http://{iec}-{namespace}-routing-service.hyperpod-inference-system.svc.cluster.local:443/{path}"

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from hpdpd.aws import http_status, is_not_found
-from hpdpd.ops.checks import Check, failed, guarded, passed
-from hpdpd.ops.endpoints import EndpointLike
+from hyperpod_dpd.aws import http_status, is_not_found
+from hyperpod_dpd.ops.checks import Check, failed, guarded, passed
+from hyperpod_dpd.ops.endpoints import EndpointLike
 
 if TYPE_CHECKING:
-    from hpdpd.config import EnvironmentConfig
+    from hyperpod_dpd.config import EnvironmentConfig
 
 BUCKET_PERMISSION = "s3:ListBucket"
 

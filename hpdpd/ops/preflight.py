@@ -11,16 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from hpdpd.aws import ClientSource
-from hpdpd.ops import capacity, eks_checks, model_checks
-from hpdpd.ops.addons import InstalledAddon, installed_addons
-from hpdpd.ops.checks import Check, Report, attempt, could_not_check, failed, guarded, passed, warned
-from hpdpd.ops.clusters import FAILED, IN_SERVICE, EksState, HyperPodState, describe_eks, describe_hyperpod
-from hpdpd.ops.endpoints import EndpointLike, configured_endpoints
-from hpdpd.ops.quotas import QUOTA_PERMISSIONS
+from hyperpod_dpd.aws import ClientSource
+from hyperpod_dpd.ops import capacity, eks_checks, model_checks
+from hyperpod_dpd.ops.addons import InstalledAddon, installed_addons
+from hyperpod_dpd.ops.checks import Check, Report, attempt, could_not_check, failed, guarded, passed, warned
+from hyperpod_dpd.ops.clusters import FAILED, IN_SERVICE, EksState, HyperPodState, describe_eks, describe_hyperpod
+from hyperpod_dpd.ops.endpoints import EndpointLike, configured_endpoints
+from hyperpod_dpd.ops.quotas import QUOTA_PERMISSIONS
 
 if TYPE_CHECKING:
-    from hpdpd.config import EnvironmentConfig
+    from hyperpod_dpd.config import EnvironmentConfig
 
 
 def credentials_check(env: EnvironmentConfig, sts: Any) -> Check:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from hpdpd.aws import describe_client_error, is_client_error, is_credentials_error
+from hyperpod_dpd.aws import describe_client_error, is_client_error, is_credentials_error
 
 Case = Literal["short", "long"]
 SHORT_PROMPT = "In one short sentence, what does a large language model do?"

@@ -11,15 +11,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hpdpd.aws import ClientSource, describe_client_error, is_access_denied, is_not_found
-from hpdpd.ops.addons import ACTIVE, ADDON_PERMISSIONS, below_minimum, expected_addons, installed_addons
-from hpdpd.ops.checks import attempt
-from hpdpd.ops.clusters import IN_SERVICE, NOT_FOUND, HyperPodState, NodeState, describe_hyperpod, list_nodes
-from hpdpd.ops.endpoints import EndpointLike, configured_endpoints, iec_name
-from hpdpd.ops.kube import FAILED_STATES, Kubectl
+from hyperpod_dpd.aws import ClientSource, describe_client_error, is_access_denied, is_not_found
+from hyperpod_dpd.ops.addons import ACTIVE, ADDON_PERMISSIONS, below_minimum, expected_addons, installed_addons
+from hyperpod_dpd.ops.checks import attempt
+from hyperpod_dpd.ops.clusters import IN_SERVICE, NOT_FOUND, HyperPodState, NodeState, describe_hyperpod, list_nodes
+from hyperpod_dpd.ops.endpoints import EndpointLike, configured_endpoints, iec_name
+from hyperpod_dpd.ops.kube import FAILED_STATES, Kubectl
 
 if TYPE_CHECKING:
-    from hpdpd.config import EnvironmentConfig
+    from hyperpod_dpd.config import EnvironmentConfig
 
 NODE_HEALTHY = "Running"
 SAGEMAKER_FAILED = frozenset({"Failed", "UpdateRollbackFailed"})

@@ -13,16 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from hpdpd.aws import ClientSource, describe_client_error, is_not_found, is_throttling
-from hpdpd.errors import HpdpdError
-from hpdpd.ops.addons import ACTIVE, FAILED_STATUSES, expected_addons, installed_addons
-from hpdpd.ops.clusters import FAILED, HYPERPOD_TERMINAL, IN_SERVICE, NOT_FOUND, describe_hyperpod
-from hpdpd.ops.endpoints import EndpointLike, iec_name
-from hpdpd.ops.kube import Kubectl
-from hpdpd.ops.status import SAGEMAKER_FAILED, sagemaker_endpoint_status
+from hyperpod_dpd.aws import ClientSource, describe_client_error, is_not_found, is_throttling
+from hyperpod_dpd.errors import HpdpdError
+from hyperpod_dpd.ops.addons import ACTIVE, FAILED_STATUSES, expected_addons, installed_addons
+from hyperpod_dpd.ops.clusters import FAILED, HYPERPOD_TERMINAL, IN_SERVICE, NOT_FOUND, describe_hyperpod
+from hyperpod_dpd.ops.endpoints import EndpointLike, iec_name
+from hyperpod_dpd.ops.kube import Kubectl
+from hyperpod_dpd.ops.status import SAGEMAKER_FAILED, sagemaker_endpoint_status
 
 if TYPE_CHECKING:
-    from hpdpd.config import EnvironmentConfig
+    from hyperpod_dpd.config import EnvironmentConfig
 
 TARGETS = ("cluster", "addons", "endpoint")
 Outcome = Literal["ready", "failed", "timeout"]

@@ -1,4 +1,4 @@
-"""The ``endpoints:`` block of ``config/<env>.yaml`` for a plan, ready to paste (loaded by ``hpdpd.config.endpoints``)."""
+"""The ``endpoints:`` block of ``config/<env>.yaml`` for a plan, ready to paste (loaded by ``hyperpod_dpd.config.endpoints``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from hpdpd.planner.plan import Plan
+from hyperpod_dpd.planner.plan import Plan
 
 BUCKET_PLACEHOLDER = "<BUCKET>"
 PREFIX_PLACEHOLDER = "<PREFIX>"

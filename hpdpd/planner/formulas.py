@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hpdpd.catalogue.instances import InstanceSpec
-from hpdpd.catalogue.models import ModelSpec
-from hpdpd.planner.calibration import Calibration
+from hyperpod_dpd.catalogue.instances import InstanceSpec
+from hyperpod_dpd.catalogue.models import ModelSpec
+from hyperpod_dpd.planner.calibration import Calibration
 
 ACTIVATION_BYTES = 2  # BF16 activations in the all-reduces
 

@@ -6,15 +6,15 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from hpdpd.catalogue.instances import InstanceSpec
-from hpdpd.catalogue.models import ModelSpec
-from hpdpd.catalogue.operator import DEFAULT_PD_BUFFER_SIZE, DEFAULT_ROUTING_THRESHOLD, MAX_DECODE_REPLICAS
-from hpdpd.planner import recommend
-from hpdpd.planner.calibration import DEFAULT_CALIBRATION, Calibration
-from hpdpd.planner.formulas import efa_bytes_per_s, free_bytes_per_gpu, kv_transfer_seconds
-from hpdpd.planner.recommend import PlanError, Verdict
-from hpdpd.planner.serving import Colocated, Disaggregated, Point
-from hpdpd.planner.workload import Workload
+from hyperpod_dpd.catalogue.instances import InstanceSpec
+from hyperpod_dpd.catalogue.models import ModelSpec
+from hyperpod_dpd.catalogue.operator import DEFAULT_PD_BUFFER_SIZE, DEFAULT_ROUTING_THRESHOLD, MAX_DECODE_REPLICAS
+from hyperpod_dpd.planner import recommend
+from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION, Calibration
+from hyperpod_dpd.planner.formulas import efa_bytes_per_s, free_bytes_per_gpu, kv_transfer_seconds
+from hyperpod_dpd.planner.recommend import PlanError, Verdict
+from hyperpod_dpd.planner.serving import Colocated, Disaggregated, Point
+from hyperpod_dpd.planner.workload import Workload
 
 _UNBOUNDED_PREFILL = 10_000  # prefill replicas that never queue: isolates what one decoder can serve
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from hpdpd.planner.plan import Plan
+from hyperpod_dpd.planner.plan import Plan
 
 
 def write_plot(plan: Plan, path: Path) -> None:

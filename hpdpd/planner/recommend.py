@@ -9,12 +9,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hpdpd.catalogue.instances import InstanceSpec
-from hpdpd.catalogue.models import ModelSpec
-from hpdpd.catalogue.operator import DEFAULT_PD_BUFFER_SIZE, DEFAULT_ROUTING_THRESHOLD
-from hpdpd.errors import HpdpdError
-from hpdpd.planner.calibration import Calibration
-from hpdpd.planner.formulas import (
+from hyperpod_dpd.catalogue.instances import InstanceSpec
+from hyperpod_dpd.catalogue.models import ModelSpec
+from hyperpod_dpd.catalogue.operator import DEFAULT_PD_BUFFER_SIZE, DEFAULT_ROUTING_THRESHOLD
+from hyperpod_dpd.errors import HpdpdError
+from hyperpod_dpd.planner.calibration import Calibration
+from hyperpod_dpd.planner.formulas import (
     StepCosts,
     chunks,
     free_bytes_per_gpu,
@@ -24,7 +24,7 @@ from hpdpd.planner.formulas import (
     step_seconds,
     valid_tensor_parallel_sizes,
 )
-from hpdpd.planner.serving import Point
+from hyperpod_dpd.planner.serving import Point
 
 GIB = 1024**3
 # Threshold candidates: 256 x 1, 1.5, 2, 3, 4, 6 ... (two per octave), capped by the context length.

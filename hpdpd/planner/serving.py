@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hpdpd.catalogue.instances import InstanceSpec
-from hpdpd.catalogue.models import ModelSpec
-from hpdpd.planner.calibration import Calibration
-from hpdpd.planner.formulas import (
+from hyperpod_dpd.catalogue.instances import InstanceSpec
+from hyperpod_dpd.catalogue.models import ModelSpec
+from hyperpod_dpd.planner.calibration import Calibration
+from hyperpod_dpd.planner.formulas import (
     StepCosts,
     chunks,
     kv_capacity_tokens,
@@ -31,7 +31,7 @@ from hpdpd.planner.formulas import (
     step_costs,
     step_seconds,
 )
-from hpdpd.planner.workload import Workload
+from hyperpod_dpd.planner.workload import Workload
 
 _MAX_STEPS = 60
 _ROOT_TOLERANCE = 1e-4  # of the concurrency

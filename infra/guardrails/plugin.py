@@ -6,9 +6,9 @@ import aws_cdk as cdk
 import jsii
 from constructs import IConstruct
 
-from hpdpd import __version__
-from infra.guardrails.rules import RULES, Settings
-from infra.guardrails.templates import StageTemplates
+from hyperpod_dpd import __version__
+from hyperpod_dpd.infra.guardrails.rules import RULES, Settings
+from hyperpod_dpd.infra.guardrails.templates import StageTemplates
 
 PLUGIN_NAME = "HyperPodDpd"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError, ProfileNotFound
 
-from hpdpd import __version__
-from hpdpd.aws import (
+from hyperpod_dpd import __version__
+from hyperpod_dpd.aws import (
     ClientFactory,
     client_config,
     describe_aws_error,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpdpd.config import load_environment
-from hpdpd.synth_summary import main, summarize
+from hyperpod_dpd.config import load_environment
+from hyperpod_dpd.synth_summary import main, summarize
 
 
 def test_environment_summary_lists_stacks_groups_and_gpus(synthesized) -> None:

@@ -8,9 +8,9 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from hpdpd.config import CreateVpc, ExistingSubnet, ExistingVpc
-from hpdpd.errors import ConfigError
-from infra.efa_network import EfaNetwork
+from hyperpod_dpd.config import CreateVpc, ExistingSubnet, ExistingVpc
+from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra.efa_network import EfaNetwork
 
 
 def _ref_id(value: Any) -> str:

@@ -9,10 +9,10 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
 
-from hpdpd.catalogue.versions import CORE_ADDONS
-from hpdpd.config import load_environment
-from hpdpd.errors import ConfigError
-from infra.eks_cluster import HyperPodEksCluster, _principal_id
+from hyperpod_dpd.catalogue.versions import CORE_ADDONS
+from hyperpod_dpd.config import load_environment
+from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster, _principal_id
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from hpdpd.config import InstanceGroup
-from hpdpd.errors import ConfigError
-from infra.hyperpod_cluster import HyperPodCluster
+from hyperpod_dpd.config import InstanceGroup
+from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Template
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 
-from hpdpd.errors import ConfigError
-from infra.hyperpod_dependencies import DependencyComponents, HyperPodDependencies
+from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra.hyperpod_dependencies import DependencyComponents, HyperPodDependencies
 
 CHART_DIR = Path(__file__).resolve().parents[2] / "infra" / "charts" / "hyperpod-helm-chart"
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from hpdpd.catalogue.operator import OPERATOR_RELEASES, PREREQUISITE_ADDONS
-from hpdpd.config import load_environment
-from hpdpd.config.operator import ModelBucket
-from hpdpd.errors import ConfigError
-from infra.inference_operator import InferenceOperator
+from hyperpod_dpd.catalogue.operator import OPERATOR_RELEASES, PREREQUISITE_ADDONS
+from hyperpod_dpd.config import load_environment
+from hyperpod_dpd.config.operator import ModelBucket
+from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra.inference_operator import InferenceOperator
 
 
 def _joined(value: Any) -> str:
@@ -173,7 +173,7 @@ def test_tls_bucket_is_named_for_the_managed_policy_encrypted_and_tls_only(dev, 
 @pytest.fixture(scope="module")
 def platform_parts(cdk_context):
     """A platform stack of dev (EKS + HyperPod) to attach extra operators to."""
-    from stacks.application import build_app
+    from hyperpod_dpd.stacks.application import build_app
 
     app, stages = build_app(environments=["dev"], context=cdk_context)
     return stages["dev"].platform
@@ -219,8 +219,8 @@ def with_options(tmp_path_factory, base_configs, cdk_context) -> dict[str, dict[
 
     import yaml
 
-    from stacks.application import build_app
-    from stacks.assembly import read_assembly
+    from hyperpod_dpd.stacks.application import build_app
+    from hyperpod_dpd.stacks.assembly import read_assembly
 
     data = copy.deepcopy(base_configs["dev"])
     data["operator"] = {"observability": {"enabled": True}, "gated_model_access": True, "model_buckets": [

@@ -9,7 +9,7 @@ from typing import Any
 import cdk8s
 import pytest
 
-from hpdpd.config.endpoints import EndpointConfig, parse_endpoint
+from hyperpod_dpd.config.endpoints import EndpointConfig, parse_endpoint
 
 BASE_ENDPOINT: dict[str, Any] = {
     "name": "llama",

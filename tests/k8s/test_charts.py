@@ -13,10 +13,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from hpdpd.config import EnvironmentConfig, load_all
-from hpdpd.config.endpoints import EndpointConfig, parse_endpoint
-from hpdpd.errors import ConfigError, ConfigWarning
-from k8s.charts import EndpointChart, add_environment_charts
+from hyperpod_dpd.config import EnvironmentConfig, load_all
+from hyperpod_dpd.config.endpoints import EndpointConfig, parse_endpoint
+from hyperpod_dpd.errors import ConfigError, ConfigWarning
+from hyperpod_dpd.k8s.charts import EndpointChart, add_environment_charts
 
 Manifest = dict[str, Any]
 CRD = Path(__file__).resolve().parents[2] / "k8s" / "crds" / "inference.sagemaker.aws.amazon.com_inferenceendpointconfigs.yaml"

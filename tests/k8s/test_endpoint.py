@@ -9,10 +9,10 @@ from typing import Any
 import cdk8s
 import pytest
 
-from hpdpd.config import load_environment
-from hpdpd.config.endpoints import EndpointConfig
-from hpdpd.errors import ConfigError, ConfigWarning
-from k8s.endpoint import DisaggregatedEndpoint
+from hyperpod_dpd.config import load_environment
+from hyperpod_dpd.config.endpoints import EndpointConfig
+from hyperpod_dpd.errors import ConfigError, ConfigWarning
+from hyperpod_dpd.k8s.endpoint import DisaggregatedEndpoint
 
 Manifest = dict[str, Any]
 TOKEN_ARN = "arn:aws:acm:us-west-2:111111111111:certificate/0b1c2d3e-aaaa-bbbb-cccc-1234567890ab"

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hpdpd.config import load_all
-from k8s.gitops import main, render_environment, write_manifests
+from hyperpod_dpd.config import load_all
+from hyperpod_dpd.k8s.gitops import main, render_environment, write_manifests
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,7 +74,7 @@ def test_cli_writes_the_selected_environment(tmp_path: Path, capsys: pytest.Capt
 
 def test_runs_as_a_module(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": f"{ROOT / 'node_modules' / 'node' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
-    result = subprocess.run([sys.executable, "-m", "k8s.gitops", "--out", str(tmp_path), "--env", "dev"],
+    result = subprocess.run([sys.executable, "-m", "hyperpod_dpd.k8s.gitops", "--out", str(tmp_path), "--env", "dev"],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "dev" / "llama-3-3-70b.k8s.yaml").is_file()

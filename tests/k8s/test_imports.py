@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from k8s.imports.com.amazon.aws.sagemaker import inference as iec
+from hyperpod_dpd.k8s.imports.com.amazon.aws.sagemaker import inference as iec
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "k8s" / "crds" / "inference.sagemaker.aws.amazon.com_inferenceendpointconfigs.yaml"

@@ -8,8 +8,8 @@ from typing import Any
 import cdk8s
 import pytest
 
-from hpdpd.config.endpoints import EndpointConfig
-from k8s.router import EndpointRouter
+from hyperpod_dpd.config.endpoints import EndpointConfig
+from hyperpod_dpd.k8s.router import EndpointRouter
 
 Manifest = dict[str, Any]
 Find = Callable[[list[Manifest], str, str], Manifest]

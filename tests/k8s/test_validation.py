@@ -10,12 +10,12 @@ import cdk8s
 import pytest
 from cdk8s_plus_35 import k8s as kube
 
-from hpdpd.config.endpoints import EndpointConfig
-from hpdpd.errors import ConfigError
-from k8s.charts import ValidatedChart
-from k8s.endpoint import DisaggregatedEndpoint
-from k8s.imports.com.amazon.aws.sagemaker import inference as iec
-from k8s.validation import crd_schemas, describe, manifest_issues, validate_manifest
+from hyperpod_dpd.config.endpoints import EndpointConfig
+from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.k8s.charts import ValidatedChart
+from hyperpod_dpd.k8s.endpoint import DisaggregatedEndpoint
+from hyperpod_dpd.k8s.imports.com.amazon.aws.sagemaker import inference as iec
+from hyperpod_dpd.k8s.validation import crd_schemas, describe, manifest_issues, validate_manifest
 
 Manifest = dict[str, Any]
 VERSION = "1.35"

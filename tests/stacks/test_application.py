@@ -12,7 +12,7 @@ from typing import Any
 
 from cfnlint.api import ManualArgs, lint
 
-from stacks.application import cdk_json_context
+from hyperpod_dpd.stacks.application import cdk_json_context
 
 ROOT = Path(__file__).resolve().parents[2]
 # W3005: CDK writes DependsOn that is also implied by Ref (harmless); W3010: the GPU AZ is pinned on purpose,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hpdpd.config import load_environment
-from k8s.gitops import render_environment
+from hyperpod_dpd.config import load_environment
+from hyperpod_dpd.k8s.gitops import render_environment
 
 
 def _manifests(synthesized) -> dict[str, dict[str, Any]]:

@@ -20,10 +20,10 @@ import yaml
 from aws_cdk import assertions, pipelines
 from cfnlint.api import ManualArgs, lint
 
-from hpdpd.config import load_environment, parse_environment
-from hpdpd.config.pipeline import PipelineConfig, load_pipeline
-from stacks.application import build_app, cdk_json_context
-from stacks.pipeline_stack import EnvironmentChecks, pinned_cli_version
+from hyperpod_dpd.config import load_environment, parse_environment
+from hyperpod_dpd.config.pipeline import PipelineConfig, load_pipeline
+from hyperpod_dpd.stacks.application import build_app, cdk_json_context
+from hyperpod_dpd.stacks.pipeline_stack import EnvironmentChecks, pinned_cli_version
 
 ROOT = Path(__file__).resolve().parents[2]
 HPDPD = ".venv/bin/hpdpd"

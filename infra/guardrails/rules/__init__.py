@@ -1,7 +1,7 @@
 """All of hyperpod-dpd's own rules, one module per service."""
 
-from infra.guardrails.rules import eks, hyperpod, iam, manifests, s3
-from infra.guardrails.rules.base import Finding, Rule, Settings
+from hyperpod_dpd.infra.guardrails.rules import eks, hyperpod, iam, manifests, s3
+from hyperpod_dpd.infra.guardrails.rules.base import Finding, Rule, Settings
 
 RULES: tuple[Rule, ...] = (*eks.RULES, *hyperpod.RULES, *s3.RULES, *iam.RULES, *manifests.RULES)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from infra.guardrails.templates import Resource, StageTemplates
+from hyperpod_dpd.infra.guardrails.templates import Resource, StageTemplates
 
 
 @dataclass(frozen=True, kw_only=True)

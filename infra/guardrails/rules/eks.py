@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from infra.guardrails.rules.base import Finding, Rule, Settings
-from infra.guardrails.templates import StageTemplates
+from hyperpod_dpd.infra.guardrails.rules.base import Finding, Rule, Settings
+from hyperpod_dpd.infra.guardrails.templates import StageTemplates
 
 REQUIRED_LOGS = ("api", "audit", "authenticator")
 

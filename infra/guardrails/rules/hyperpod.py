@@ -6,9 +6,9 @@ import json
 import re
 from collections.abc import Iterator
 
-from hpdpd.catalogue.instances import INSTANCE_TYPES
-from infra.guardrails.rules.base import Finding, Rule, Settings, as_list
-from infra.guardrails.templates import Resource, StageTemplates
+from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
+from hyperpod_dpd.infra.guardrails.rules.base import Finding, Rule, Settings, as_list
+from hyperpod_dpd.infra.guardrails.templates import Resource, StageTemplates
 
 GPU_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
 ADMIN_POLICIES = ("AdministratorAccess", "PowerUserAccess", "IAMFullAccess")

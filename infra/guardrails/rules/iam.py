@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from infra.guardrails.rules.base import Finding, Rule, Settings, as_list
-from infra.guardrails.templates import Resource, StageTemplates
+from hyperpod_dpd.infra.guardrails.rules.base import Finding, Rule, Settings, as_list
+from hyperpod_dpd.infra.guardrails.templates import Resource, StageTemplates
 
 _LITERAL_PARTITION = re.compile(r"arn:aws(-cn|-us-gov|-iso[a-z-]*)?:")
 IAM_TYPES = ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::Role")

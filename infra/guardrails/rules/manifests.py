@@ -6,8 +6,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from infra.guardrails.rules.base import Finding, Rule, Settings
-from infra.guardrails.templates import Resource, StageTemplates
+from hyperpod_dpd.infra.guardrails.rules.base import Finding, Rule, Settings
+from hyperpod_dpd.infra.guardrails.templates import Resource, StageTemplates
 
 MANIFEST_TYPE = "Custom::AWSCDK-EKS-KubernetesResource"
 IEC_KIND = "InferenceEndpointConfig"

@@ -6,7 +6,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from hpdpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES, instance
+from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES, instance
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from hpdpd.catalogue.models import MODELS, model
+from hyperpod_dpd.catalogue.models import MODELS, model
 
 
 def test_catalogue_covers_the_planned_models_and_a_moe() -> None:

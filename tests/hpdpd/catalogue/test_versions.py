@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from hpdpd.catalogue.versions import (
+from hyperpod_dpd.catalogue.versions import (
     CORE_ADDONS,
     DEFAULT_EKS_VERSION,
     EKS_VERSIONS,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hpdpd.cli.main import main
+from hyperpod_dpd.cli.main import main
 
 
 class Router(BaseHTTPRequestHandler):

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from hpdpd.aws import ClientFactory
-from hpdpd.cli import status as status_cli
-from hpdpd.cli.main import main
-from hpdpd.config import load_environment
-from hpdpd.ops.addons import expected_addons
-from hpdpd.ops.endpoints import configured_endpoints, iec_name
+from hyperpod_dpd.aws import ClientFactory
+from hyperpod_dpd.cli import status as status_cli
+from hyperpod_dpd.cli.main import main
+from hyperpod_dpd.config import load_environment
+from hyperpod_dpd.ops.addons import expected_addons
+from hyperpod_dpd.ops.endpoints import configured_endpoints, iec_name
 from tests.hpdpd.cli.conftest import MOTO_ACCOUNT
 from tests.hpdpd.moto_clusters import create_hyperpod_cluster
 

@@ -15,8 +15,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpdpd.config import load_environment, parse_environment
-from hpdpd.errors import ConfigError
+from hyperpod_dpd.config import load_environment, parse_environment
+from hyperpod_dpd.errors import ConfigError
 
 Mutation = Callable[[dict[str, Any]], None]
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpdpd.catalogue.operator import DEFAULT_PD_BUFFER_SIZE, DEFAULT_ROUTING_THRESHOLD, DEFAULT_WORKER_IMAGE
-from hpdpd.config import load_environment
-from hpdpd.config.endpoints import EndpointConfig, parse_endpoint
-from hpdpd.errors import ConfigError
+from hyperpod_dpd.catalogue.operator import DEFAULT_PD_BUFFER_SIZE, DEFAULT_ROUTING_THRESHOLD, DEFAULT_WORKER_IMAGE
+from hyperpod_dpd.config import load_environment
+from hyperpod_dpd.config.endpoints import EndpointConfig, parse_endpoint
+from hyperpod_dpd.errors import ConfigError
 
 Mutation = Callable[[dict[str, Any]], None]
 

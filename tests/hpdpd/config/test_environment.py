@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from hpdpd.config import load_environment
-from hpdpd.errors import ConfigError
+from hyperpod_dpd.config import load_environment
+from hyperpod_dpd.errors import ConfigError
 
 
 def test_dev_declares_a_dpd_endpoint_on_an_operator_that_supports_it() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from hpdpd.config import EnvironmentConfig, list_environments, load_all, load_environment
-from hpdpd.errors import ConfigError
+from hyperpod_dpd.config import EnvironmentConfig, list_environments, load_all, load_environment
+from hyperpod_dpd.errors import ConfigError
 
 Mutation = Callable[[dict[str, Any]], None]
 

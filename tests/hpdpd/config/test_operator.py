@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from hpdpd.config import load_environment
-from hpdpd.errors import ConfigError
+from hyperpod_dpd.config import load_environment
+from hyperpod_dpd.errors import ConfigError
 
 
 def test_defaults_are_the_newest_operator_and_the_documented_names(write_config: Callable[..., Path]) -> None:

@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 import yaml
 
-from hpdpd.config import list_environments, load_environment, parse_environment
-from hpdpd.config.pipeline import (
+from hyperpod_dpd.config import list_environments, load_environment, parse_environment
+from hyperpod_dpd.config.pipeline import (
     PipelineConfig,
     PromotionConfig,
     cross_check,
     load_pipeline,
     read_pipeline,
 )
-from hpdpd.errors import ConfigError, render_value
+from hyperpod_dpd.errors import ConfigError, render_value
 
 ROOT = Path(__file__).resolve().parents[3]
 OTHER_CONNECTION = "arn:aws:codestar-connections:us-east-1:555555555555:connection/0a1b2c3d-4e5f-6789-abcd-ef0123456789"

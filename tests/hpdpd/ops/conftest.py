@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from hpdpd.aws import ClientFactory
-from hpdpd.config import EnvironmentConfig, parse_environment
+from hyperpod_dpd.aws import ClientFactory
+from hyperpod_dpd.config import EnvironmentConfig, parse_environment
 from tests.hpdpd.moto_clusters import MOTO_ACCOUNT, REGION, create_hyperpod_cluster
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -9,10 +9,10 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from hpdpd.aws import ClientFactory
-from hpdpd.config import EnvironmentConfig
-from hpdpd.ops.capacity import configured_counts, needed_ips, offering_checks, quota_checks, subnet_checks
-from hpdpd.ops.clusters import GroupState, HyperPodState, describe_hyperpod
+from hyperpod_dpd.aws import ClientFactory
+from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.ops.capacity import configured_counts, needed_ips, offering_checks, quota_checks, subnet_checks
+from hyperpod_dpd.ops.clusters import GroupState, HyperPodState, describe_hyperpod
 
 REGION = "us-west-2"
 

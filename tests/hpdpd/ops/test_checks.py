@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
-from hpdpd.ops.checks import Check, Report, attempt, failed, guarded, passed, warned
+from hyperpod_dpd.ops.checks import Check, Report, attempt, failed, guarded, passed, warned
 
 
 def _denied(operation: str = "ListServiceQuotas") -> ClientError:

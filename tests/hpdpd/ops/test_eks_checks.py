@@ -10,12 +10,12 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from hpdpd.catalogue.operator import INFERENCE_ADDON
-from hpdpd.config import EnvironmentConfig
-from hpdpd.ops.addons import InstalledAddon, expected_addons, installed_addons
-from hpdpd.ops.checks import attempt
-from hpdpd.ops.clusters import EksState
-from hpdpd.ops.eks_checks import addon_checks, eks_checks
+from hyperpod_dpd.catalogue.operator import INFERENCE_ADDON
+from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.ops.addons import InstalledAddon, expected_addons, installed_addons
+from hyperpod_dpd.ops.checks import attempt
+from hyperpod_dpd.ops.clusters import EksState
+from hyperpod_dpd.ops.eks_checks import addon_checks, eks_checks
 
 REGION = "us-west-2"
 

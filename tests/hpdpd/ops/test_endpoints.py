@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from hpdpd.errors import HpdpdError
-from hpdpd.ops.endpoints import configured_endpoints, iec_name, router_url, select_endpoints
+from hyperpod_dpd.errors import HpdpdError
+from hyperpod_dpd.ops.endpoints import configured_endpoints, iec_name, router_url, select_endpoints
 
 
 def test_an_environment_without_endpoints_has_none() -> None:

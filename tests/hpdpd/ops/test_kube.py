@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hpdpd.ops.kube import NO_KUBECONFIG, Kubectl, parse_iec
+from hyperpod_dpd.ops.kube import NO_KUBECONFIG, Kubectl, parse_iec
 
 READY = {"status": {"state": "DeploymentComplete", "conditions": [
     {"type": "Ready", "status": "True", "message": "DPD prefill and decode deployments are ready"}]}}

@@ -8,9 +8,9 @@ from typing import Any
 import boto3
 from botocore.stub import Stubber
 
-from hpdpd.aws import ClientFactory
-from hpdpd.config import EnvironmentConfig
-from hpdpd.ops.model_checks import bucket_checks, endpoint_model_checks
+from hyperpod_dpd.aws import ClientFactory
+from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.ops.model_checks import bucket_checks, endpoint_model_checks
 
 REGION = "us-west-2"
 

@@ -9,10 +9,10 @@ import pytest
 from botocore.exceptions import NoCredentialsError
 from botocore.stub import Stubber
 
-from hpdpd.aws import ClientFactory
-from hpdpd.config import EnvironmentConfig
-from hpdpd.ops.addons import expected_addons
-from hpdpd.ops.preflight import run_preflight
+from hyperpod_dpd.aws import ClientFactory
+from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.ops.addons import expected_addons
+from hyperpod_dpd.ops.preflight import run_preflight
 
 
 def stub_quotas(stub: Stubber, env: EnvironmentConfig, value: float = 8.0) -> None:

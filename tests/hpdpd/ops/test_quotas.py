@@ -7,7 +7,7 @@ from typing import Any
 import boto3
 from botocore.stub import Stubber
 
-from hpdpd.ops.quotas import cluster_quotas, quota_name
+from hyperpod_dpd.ops.quotas import cluster_quotas, quota_name
 
 
 def _quota(name: str, value: float, code: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from hpdpd.ops.smoke import build_prompts, http_sender, read_stream, run_smoke, sagemaker_sender
+from hyperpod_dpd.ops.smoke import build_prompts, http_sender, read_stream, run_smoke, sagemaker_sender
 
 FIRST_TOKEN_DELAY = 0.08
 TOKEN_INTERVAL = 0.01

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from hpdpd.aws import ClientFactory
-from hpdpd.config import EnvironmentConfig
-from hpdpd.ops.addons import expected_addons
-from hpdpd.ops.kube import Kubectl
-from hpdpd.ops.status import collect_status
+from hyperpod_dpd.aws import ClientFactory
+from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.ops.addons import expected_addons
+from hyperpod_dpd.ops.kube import Kubectl
+from hyperpod_dpd.ops.status import collect_status
 
 NO_KUBE = Kubectl(kubeconfig=None, binary=None)
 

@@ -12,12 +12,12 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from hpdpd.aws import ClientFactory
-from hpdpd.config import EnvironmentConfig
-from hpdpd.errors import HpdpdError
-from hpdpd.ops.addons import expected_addons
-from hpdpd.ops.kube import Kubectl
-from hpdpd.ops.wait import Backoff, Observation, addons_probe, cluster_probe, endpoint_probe, wait_for
+from hyperpod_dpd.aws import ClientFactory
+from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.errors import HpdpdError
+from hyperpod_dpd.ops.addons import expected_addons
+from hyperpod_dpd.ops.kube import Kubectl
+from hyperpod_dpd.ops.wait import Backoff, Observation, addons_probe, cluster_probe, endpoint_probe, wait_for
 
 
 class FakeTime:

@@ -12,11 +12,11 @@ import dataclasses
 
 import pytest
 
-from hpdpd.catalogue.instances import instance
-from hpdpd.catalogue.models import MODELS
-from hpdpd.planner.calibration import DEFAULT_CALIBRATION, Calibration
-from hpdpd.planner.serving import Colocated, Disaggregated, Point
-from hpdpd.planner.workload import LengthDistribution, Workload
+from hyperpod_dpd.catalogue.instances import instance
+from hyperpod_dpd.catalogue.models import MODELS
+from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION, Calibration
+from hyperpod_dpd.planner.serving import Colocated, Disaggregated, Point
+from hyperpod_dpd.planner.workload import LengthDistribution, Workload
 
 GIB = 1024**3
 

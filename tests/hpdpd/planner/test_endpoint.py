@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import yaml
 
-from hpdpd.catalogue.instances import instance
-from hpdpd.catalogue.models import MODELS
-from hpdpd.config.endpoints import parse_endpoint
-from hpdpd.planner.endpoint import endpoint_block, render_yaml
-from hpdpd.planner.plan import Plan, make_plan
-from hpdpd.planner.workload import LengthDistribution, Workload
+from hyperpod_dpd.catalogue.instances import instance
+from hyperpod_dpd.catalogue.models import MODELS
+from hyperpod_dpd.config.endpoints import parse_endpoint
+from hyperpod_dpd.planner.endpoint import endpoint_block, render_yaml
+from hyperpod_dpd.planner.plan import Plan, make_plan
+from hyperpod_dpd.planner.workload import LengthDistribution, Workload
 
 
 def _plan(**layout: int) -> Plan:

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpdpd.catalogue.instances import DPD_INSTANCE_TYPES, instance
-from hpdpd.catalogue.models import MODELS
-from hpdpd.planner.calibration import DEFAULT_CALIBRATION as CAL
-from hpdpd.planner.formulas import (
+from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, instance
+from hyperpod_dpd.catalogue.models import MODELS
+from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION as CAL
+from hyperpod_dpd.planner.formulas import (
     allreduce_seconds,
     chunks,
     efa_bytes_per_s,

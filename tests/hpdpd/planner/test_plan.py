@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from hpdpd.catalogue.instances import instance
-from hpdpd.catalogue.models import MODELS
-from hpdpd.planner.plan import Plan, PlanError, make_plan
-from hpdpd.planner.workload import LengthDistribution, Workload
+from hyperpod_dpd.catalogue.instances import instance
+from hyperpod_dpd.catalogue.models import MODELS
+from hyperpod_dpd.planner.plan import Plan, PlanError, make_plan
+from hyperpod_dpd.planner.workload import LengthDistribution, Workload
 
 GIB = 1024**3
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpdpd.catalogue.instances import instance
-from hpdpd.catalogue.models import MODELS
-from hpdpd.planner.plan import make_plan
-from hpdpd.planner.plot import write_plot
-from hpdpd.planner.workload import LengthDistribution, Workload
+from hyperpod_dpd.catalogue.instances import instance
+from hyperpod_dpd.catalogue.models import MODELS
+from hyperpod_dpd.planner.plan import make_plan
+from hyperpod_dpd.planner.plot import write_plot
+from hyperpod_dpd.planner.workload import LengthDistribution, Workload
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -6,14 +6,14 @@ import math
 
 import pytest
 
-from hpdpd.catalogue.instances import instance
-from hpdpd.catalogue.models import MODELS
-from hpdpd.catalogue.operator import DEFAULT_PD_BUFFER_SIZE, DEFAULT_ROUTING_THRESHOLD
-from hpdpd.planner import recommend
-from hpdpd.planner.calibration import DEFAULT_CALIBRATION as CAL
-from hpdpd.planner.formulas import step_costs
-from hpdpd.planner.recommend import PlanError, compare, verdict
-from hpdpd.planner.serving import Point
+from hyperpod_dpd.catalogue.instances import instance
+from hyperpod_dpd.catalogue.models import MODELS
+from hyperpod_dpd.catalogue.operator import DEFAULT_PD_BUFFER_SIZE, DEFAULT_ROUTING_THRESHOLD
+from hyperpod_dpd.planner import recommend
+from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION as CAL
+from hyperpod_dpd.planner.formulas import step_costs
+from hyperpod_dpd.planner.recommend import PlanError, compare, verdict
+from hyperpod_dpd.planner.serving import Point
 
 GIB = 1024**3
 P5 = instance("ml.p5.48xlarge")

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpdpd.catalogue.instances import instance
-from hpdpd.catalogue.models import MODELS
-from hpdpd.planner.calibration import DEFAULT_CALIBRATION as CAL
-from hpdpd.planner.calibration import Calibration
-from hpdpd.planner.formulas import kv_transfer_seconds, prefill_seconds, step_costs, step_seconds
-from hpdpd.planner.serving import Colocated, Disaggregated
-from hpdpd.planner.workload import LengthDistribution, Workload
+from hyperpod_dpd.catalogue.instances import instance
+from hyperpod_dpd.catalogue.models import MODELS
+from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION as CAL
+from hyperpod_dpd.planner.calibration import Calibration
+from hyperpod_dpd.planner.formulas import kv_transfer_seconds, prefill_seconds, step_costs, step_seconds
+from hyperpod_dpd.planner.serving import Colocated, Disaggregated
+from hyperpod_dpd.planner.workload import LengthDistribution, Workload
 
 GIB = 1024**3
 P5 = instance("ml.p5.48xlarge")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpdpd.planner.workload import LengthDistribution, Workload, parse_counts, parse_rates
+from hyperpod_dpd.planner.workload import LengthDistribution, Workload, parse_counts, parse_rates
 
 
 def test_a_single_length_is_a_fixed_distribution() -> None:

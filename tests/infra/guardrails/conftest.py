@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from infra.guardrails.rules import RULES, Settings
-from infra.guardrails.templates import StageTemplates
+from hyperpod_dpd.infra.guardrails.rules import RULES, Settings
+from hyperpod_dpd.infra.guardrails.templates import StageTemplates
 
 
 def stage_view(synthesized: Any, env: str) -> StageTemplates:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.guardrails.rules import Settings
+from hyperpod_dpd.infra.guardrails.rules import Settings
 from tests.infra.guardrails.conftest import first, run
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra.guardrails.rules.manifests import endpoint_configs
+from hyperpod_dpd.infra.guardrails.rules.manifests import endpoint_configs
 from tests.infra.guardrails.conftest import first, run
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from aws_cdk import aws_s3 as s3
 
-from infra.guardrails import PLUGIN_NAME, RULES, acknowledge
-from stacks.application import build_app
+from hyperpod_dpd.infra.guardrails import PLUGIN_NAME, RULES, acknowledge
+from hyperpod_dpd.stacks.application import build_app
 
 
 def _report(outdir: Path) -> dict[str, list[str]]:

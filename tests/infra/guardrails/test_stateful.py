@@ -12,10 +12,10 @@ import pytest
 import yaml
 from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
 
-from hpdpd.config import load_environment
-from infra.guardrails.stateful import RETAINED_TYPES, STATEFUL_TYPES, create_only_values, stateful_resources
-from stacks.application import build_app
-from stacks.assembly import Synthesized, read_assembly
+from hyperpod_dpd.config import load_environment
+from hyperpod_dpd.infra.guardrails.stateful import RETAINED_TYPES, STATEFUL_TYPES, create_only_values, stateful_resources
+from hyperpod_dpd.stacks.application import build_app
+from hyperpod_dpd.stacks.assembly import Synthesized, read_assembly
 
 ROOT = Path(__file__).resolve().parents[3]
 MANIFEST = ROOT / "security" / "stateful-resources.json"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.guardrails.templates import StageTemplates
+from hyperpod_dpd.infra.guardrails.templates import StageTemplates
 
 TEMPLATES = {
     "net": {"Resources": {"Sg": {"Type": "AWS::EC2::SecurityGroup", "Properties": {}}},
