@@ -15,8 +15,7 @@ from pathlib import Path
 
 import cdk8s
 import yaml
-
-from hyperpod_dpd.config import DEFAULT_CONFIG_DIR, EnvironmentConfig, load_all
+from hyperpod_dpd.config import EnvironmentConfig, load_all
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.k8s.charts import add_environment_charts
 
@@ -55,7 +54,8 @@ def write_manifests(out_dir: Path, configs: Sequence[EnvironmentConfig] | None =
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hyperpod_dpd.k8s.gitops", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("dist/k8s"), help="output directory (default: dist/k8s)")
-    parser.add_argument("--config-dir", type=Path, default=DEFAULT_CONFIG_DIR)
+    parser.add_argument("--config-dir", type=Path, default=None,
+                        help="configuration directory (default: $HPDPD_CONFIG_DIR, else ./config)")
     parser.add_argument("--env", action="append", dest="envs", help="environment to write (repeatable; default: all)")
     args = parser.parse_args(argv)
     try:

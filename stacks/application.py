@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
-
-from hyperpod_dpd.config import DEFAULT_CONFIG_DIR, EnvironmentConfig, load_all
+from hyperpod_dpd.config import EnvironmentConfig, load_all
 from hyperpod_dpd.config.pipeline import PipelineConfig, cross_check, pipeline_file, read_pipeline
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.stacks.environment_stage import EnvironmentStage
@@ -34,7 +33,7 @@ def cdk_json_context(root: Path = PROJECT_ROOT) -> dict[str, Any]:
 
 def build_app(
     *,
-    config_dir: Path = DEFAULT_CONFIG_DIR,
+    config_dir: Path | None = None,
     environments: Sequence[str] | None = None,
     configs: Sequence[EnvironmentConfig] | None = None,
     outdir: str | None = None,
@@ -52,7 +51,7 @@ def build_app(
     return app, stages
 
 
-def _pipeline_config(config_dir: Path, selected: Sequence[EnvironmentConfig]) -> PipelineConfig | None:
+def _pipeline_config(config_dir: Path | None, selected: Sequence[EnvironmentConfig]) -> PipelineConfig | None:
     """The pipeline when ``config_dir`` has ``pipeline.yaml`` and the selection holds all of its environments.
 
     A selection that leaves some out (``HPDPD_ENVIRONMENTS=dev``) synthesizes no pipeline rather than a partial
@@ -84,11 +83,10 @@ def main() -> int:
     """
     try:
         names = _selected_environments(os.environ.get("HPDPD_ENVIRONMENTS"))
-        config_dir = Path(os.environ.get("HPDPD_CONFIG_DIR", DEFAULT_CONFIG_DIR))
         # Run by the CDK CLI, the context (cdk.json flags + cdk.context.json) arrives in the environment; run
         # directly (python app.py), read the same files so the same feature flags apply.
         launched_by_cli = any(v in os.environ for v in ("CDK_CONTEXT_JSON", "CONTEXT_OVERFLOW_LOCATION"))
-        app, _ = build_app(config_dir=config_dir, environments=names,
+        app, _ = build_app(environments=names,
                            context=None if launched_by_cli else cdk_json_context())
         app.synth()
     except HpdpdError as exc:

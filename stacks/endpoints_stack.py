@@ -8,7 +8,6 @@ import aws_cdk as cdk
 import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
-
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster
 from hyperpod_dpd.infra.inference_operator import InferenceOperator

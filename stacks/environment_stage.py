@@ -7,7 +7,6 @@ from typing import Any
 import aws_cdk as cdk
 import cdk_nag
 from constructs import Construct
-
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.infra.checkov import GeneratedHandlerSkips
 from hyperpod_dpd.infra.guardrails import HyperPodDpdChecks, Settings

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
-
 from hyperpod_dpd.config import EnvironmentConfig
 
 PROJECT = "hpdpd"

@@ -10,11 +10,15 @@ from typing import Any
 
 import pytest
 import yaml
+from hyperpod_dpd.stacks.assembly import Synthesized, read_assembly  # noqa: F401 - re-exported for tests
 from hypothesis import settings as hypothesis_settings
 
-from hyperpod_dpd.stacks.assembly import Synthesized, read_assembly  # noqa: F401 - re-exported for tests
+from tests.paths import FIXTURE_CONFIG_DIR, ROOT, USER_CONFIG_DIR
 
-ROOT = Path(__file__).resolve().parents[1]
+# Everything that loads configuration without naming a directory reads the fixtures, never the user's config/.
+# Subprocesses inherit both: the user's directory stays reachable for the invariant checks.
+os.environ["HPDPD_USER_CONFIG_DIR"] = str(USER_CONFIG_DIR)
+os.environ["HPDPD_CONFIG_DIR"] = str(FIXTURE_CONFIG_DIR)
 NODE_BIN = ROOT / "node_modules" / "node" / "bin"
 if NODE_BIN.is_dir() and str(NODE_BIN) not in os.environ.get("PATH", ""):
     os.environ["PATH"] = f"{NODE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"  # jsii on Node 22, as make does
@@ -36,7 +40,7 @@ def cdk_context() -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory, cdk_context: dict[str, Any]) -> Synthesized:
-    """All environments in ``config/``, synthesized once, exactly as ``make synth`` does."""
+    """All fixture environments, synthesized once, exactly as ``make synth`` does."""
     from hyperpod_dpd.stacks.application import build_app
 
     outdir = tmp_path_factory.mktemp("cdk.out")
@@ -47,8 +51,8 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory, cdk_context: dict[str,
 
 @pytest.fixture(scope="session")
 def base_configs() -> dict[str, dict[str, Any]]:
-    """The committed environment files as plain data, for tests that mutate one field."""
-    return {p.stem: yaml.safe_load(p.read_text()) for p in (ROOT / "config").glob("*.yaml")}
+    """The fixture environment files as plain data, for tests that mutate one field."""
+    return {p.stem: yaml.safe_load(p.read_text()) for p in FIXTURE_CONFIG_DIR.glob("*.yaml")}
 
 
 @pytest.fixture

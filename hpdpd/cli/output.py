@@ -52,7 +52,7 @@ def environment_arguments(parser: Any) -> None:
     """``--env NAME`` (reads ``config/NAME.yaml`` through the typed loader) and ``--config-dir``."""
     parser.add_argument("--env", required=True, metavar="NAME", help="environment: reads <config-dir>/NAME.yaml")
     parser.add_argument("--config-dir", default=None, metavar="DIR",
-                        help="directory of environment files (default: the project's config/)")
+                        help="directory of environment files (default: $HPDPD_CONFIG_DIR, else ./config)")
 
 
 def load_environment_from_args(args: Any) -> Any:
@@ -60,8 +60,6 @@ def load_environment_from_args(args: Any) -> Any:
 
     The configuration package (pydantic) is imported here, not at parse time, so ``hpdpd --help`` stays fast.
     """
-    from pathlib import Path
+    from hyperpod_dpd.config.loader import config_dir, load_environment
 
-    from hyperpod_dpd.config.loader import DEFAULT_CONFIG_DIR, load_environment
-
-    return load_environment(args.env, Path(args.config_dir) if args.config_dir else DEFAULT_CONFIG_DIR)
+    return load_environment(args.env, config_dir(args.config_dir))

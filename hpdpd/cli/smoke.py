@@ -13,7 +13,13 @@ from typing import Any
 from urllib.parse import urlparse
 
 from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
-from hyperpod_dpd.cli.output import environment_arguments, escape_cell, load_environment_from_args, print_json, print_table
+from hyperpod_dpd.cli.output import (
+    environment_arguments,
+    escape_cell,
+    load_environment_from_args,
+    print_json,
+    print_table,
+)
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.ops.endpoints import configured_endpoints, router_url, select_endpoints
 from hyperpod_dpd.ops.smoke import SmokeReport, http_sender, run_smoke, sagemaker_sender

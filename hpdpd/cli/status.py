@@ -10,7 +10,13 @@ import argparse
 import sys
 
 from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
-from hyperpod_dpd.cli.output import environment_arguments, escape_cell, load_environment_from_args, print_json, print_table
+from hyperpod_dpd.cli.output import (
+    environment_arguments,
+    escape_cell,
+    load_environment_from_args,
+    print_json,
+    print_table,
+)
 from hyperpod_dpd.ops.kube import Kubectl
 from hyperpod_dpd.ops.status import NODE_HEALTHY, StatusReport, collect_status
 

@@ -4,7 +4,8 @@ from hyperpod_dpd.config.eks import EksConfig, SystemNodeGroup
 from hyperpod_dpd.config.environment import EnvironmentConfig
 from hyperpod_dpd.config.hyperpod import DependenciesChart, HyperPodConfig, InstanceGroup, Taint
 from hyperpod_dpd.config.loader import (
-    DEFAULT_CONFIG_DIR,
+    CONFIG_DIR_VARIABLE,
+    config_dir,
     list_environments,
     load_all,
     load_environment,
@@ -13,7 +14,7 @@ from hyperpod_dpd.config.loader import (
 from hyperpod_dpd.config.network import CreateVpc, ExistingSubnet, ExistingVpc, NetworkConfig
 
 __all__ = [
-    "DEFAULT_CONFIG_DIR",
+    "CONFIG_DIR_VARIABLE",
     "CreateVpc",
     "DependenciesChart",
     "EksConfig",
@@ -25,6 +26,7 @@ __all__ = [
     "NetworkConfig",
     "SystemNodeGroup",
     "Taint",
+    "config_dir",
     "list_environments",
     "load_all",
     "load_environment",

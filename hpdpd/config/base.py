@@ -7,10 +7,9 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
-
 from hyperpod_dpd.catalogue.versions import AddonVersion, parse_addon_version
 from hyperpod_dpd.errors import Issue
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
 
 class Model(BaseModel):

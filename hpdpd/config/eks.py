@@ -5,11 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
-
 from hyperpod_dpd.catalogue.versions import CORE_ADDONS, DEFAULT_EKS_VERSION, EKS_VERSIONS
-from hyperpod_dpd.config.base import Cidr, IamPrincipalArn, Model, ResourceName, addon_version_issues, join, quoted_choice
+from hyperpod_dpd.config.base import (
+    Cidr,
+    IamPrincipalArn,
+    Model,
+    ResourceName,
+    addon_version_issues,
+    join,
+    quoted_choice,
+)
 from hyperpod_dpd.errors import Issue
+from pydantic import Field
 
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
 ALL_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")

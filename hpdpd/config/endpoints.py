@@ -15,8 +15,6 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
-
 from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, InstanceSpec
 from hyperpod_dpd.catalogue.models import model_by_name
 from hyperpod_dpd.catalogue.operator import (
@@ -41,6 +39,7 @@ from hyperpod_dpd.catalogue.operator import (
 from hyperpod_dpd.config.base import AvailabilityZone, Cidr, Model, ResourceName, join
 from hyperpod_dpd.config.hyperpod import GROUP_LABEL, ROLE_LABEL
 from hyperpod_dpd.errors import ConfigError, Issue
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 # DPD facts the endpoint model relies on live in the catalogue (hpdpd.catalogue.operator); re-exported here.
 GENERATION_LENGTH = 6  # hex characters of the immutable-field hash in the IEC name

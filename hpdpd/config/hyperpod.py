@@ -6,12 +6,11 @@ import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
-
 from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES
 from hyperpod_dpd.catalogue.versions import HYPERPOD_CHART_VERSION
 from hyperpod_dpd.config.base import AvailabilityZone, Model, ResourceName, join
 from hyperpod_dpd.errors import Issue
+from pydantic import Field, field_validator, model_validator
 
 Role = Literal["prefill", "decode", "system"]
 GPU_ROLES: frozenset[str] = frozenset({"prefill", "decode"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import types
 import typing
@@ -9,13 +10,22 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
-
 from hyperpod_dpd.config.environment import EnvironmentConfig
 from hyperpod_dpd.errors import ConfigError, Issue
+from pydantic import BaseModel, ValidationError
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CONFIG_DIR = PROJECT_ROOT / "config"
+CONFIG_DIR_VARIABLE = "HPDPD_CONFIG_DIR"
+
+
+def config_dir(explicit: Path | str | None = None) -> Path:
+    """Where the configuration lives: ``explicit`` (``--config-dir``), else ``$HPDPD_CONFIG_DIR``, else ``./config``.
+
+    Resolved when called, from the current directory: never from where the package is installed.
+    """
+    if explicit:
+        return Path(explicit)
+    from_environment = os.environ.get(CONFIG_DIR_VARIABLE)
+    return Path(from_environment) if from_environment else Path.cwd() / "config"
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -142,24 +152,28 @@ def parse_environment(data: Any, *, name: str, source: str, base_dir: Path) -> E
 RESERVED_NAMES = ("pipeline",)
 
 
-def list_environments(config_dir: Path = DEFAULT_CONFIG_DIR) -> list[str]:
-    return sorted(p.stem for p in config_dir.glob("*.yaml") if p.stem not in RESERVED_NAMES)
+def list_environments(directory: Path | None = None) -> list[str]:
+    return sorted(p.stem for p in config_dir(directory).glob("*.yaml") if p.stem not in RESERVED_NAMES)
 
 
-def load_environment(name: str, config_dir: Path = DEFAULT_CONFIG_DIR) -> EnvironmentConfig:
-    """Load ``<config_dir>/<name>.yaml``; every problem is a :class:`ConfigError` naming file, field and value."""
-    path = config_dir / f"{name}.yaml"
+def load_environment(name: str, directory: Path | None = None) -> EnvironmentConfig:
+    """Load ``<config dir>/<name>.yaml``; every problem is a :class:`ConfigError` naming file, field and value."""
+    directory = config_dir(directory)
+    path = directory / f"{name}.yaml"
     source = _display(path)
     if name in RESERVED_NAMES:
-        available = ", ".join(list_environments(config_dir)) or "none"
+        available = ", ".join(list_environments(directory)) or "none"
         raise ConfigError.single(source, "<file>", name, "reserved for the promotion pipeline's settings, not an "
                                  f"environment; available environments: {available}")
     if not path.is_file():
-        available = ", ".join(list_environments(config_dir)) or "none"
-        raise ConfigError.single(source, "<file>", name, f"no such environment file; available environments: {available}")
-    return parse_environment(read_yaml(path), name=name, source=source, base_dir=config_dir.parent)
+        available = ", ".join(list_environments(directory)) or "none"
+        hint = "" if directory.is_dir() else f" (no directory {_display(directory)}: pass --config-dir or set {CONFIG_DIR_VARIABLE})"
+        raise ConfigError.single(source, "<file>", name,
+                                 f"no such environment file; available environments: {available}{hint}")
+    return parse_environment(read_yaml(path), name=name, source=source, base_dir=directory.parent)
 
 
-def load_all(config_dir: Path = DEFAULT_CONFIG_DIR, names: list[str] | None = None) -> list[EnvironmentConfig]:
+def load_all(directory: Path | None = None, names: list[str] | None = None) -> list[EnvironmentConfig]:
     """Load several environments; all of them are validated before anything is synthesized."""
-    return [load_environment(n, config_dir) for n in (names or list_environments(config_dir))]
+    directory = config_dir(directory)
+    return [load_environment(n, directory) for n in (names or list_environments(directory))]

@@ -6,8 +6,6 @@ import re
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator
-
 from hyperpod_dpd.catalogue.operator import (
     DEFAULT_OPERATOR,
     DPD_MINIMUM_OPERATOR,
@@ -21,6 +19,7 @@ from hyperpod_dpd.catalogue.operator import (
 from hyperpod_dpd.catalogue.versions import parse_addon_version
 from hyperpod_dpd.config.base import Model, Region, addon_version_issues, join, quoted_choice
 from hyperpod_dpd.errors import Issue
+from pydantic import Field, field_validator
 
 _BUCKET = re.compile(r"^(?!xn--)(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 

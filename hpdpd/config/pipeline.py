@@ -12,19 +12,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError
-
 from hyperpod_dpd.config.base import AccountId, Model, Region, join, pattern
 from hyperpod_dpd.config.environment import EnvironmentConfig
 from hyperpod_dpd.config.loader import (
-    DEFAULT_CONFIG_DIR,
     _display,
     issues_from_validation,
     list_environments,
     load_all,
     read_yaml,
 )
+from hyperpod_dpd.config.loader import (
+    config_dir as resolve_config_dir,
+)
 from hyperpod_dpd.errors import ConfigError, Issue
+from pydantic import Field, ValidationError
 
 PIPELINE_FILE = "pipeline.yaml"
 DEFAULT_PIPELINE_NAME = "hpdpd-pipeline"
@@ -169,11 +170,11 @@ def _field_at(model: type[Model], path: str) -> Any:
     return field
 
 
-def pipeline_file(config_dir: Path = DEFAULT_CONFIG_DIR) -> Path:
-    return config_dir / PIPELINE_FILE
+def pipeline_file(config_dir: Path | None = None) -> Path:
+    return resolve_config_dir(config_dir) / PIPELINE_FILE
 
 
-def read_pipeline(config_dir: Path = DEFAULT_CONFIG_DIR) -> PipelineConfig:
+def read_pipeline(config_dir: Path | None = None) -> PipelineConfig:
     """``<config_dir>/pipeline.yaml`` on its own: types, duplicates, roles, and that each named environment exists."""
     path = pipeline_file(config_dir)
     source = _display(path)
@@ -191,7 +192,7 @@ def read_pipeline(config_dir: Path = DEFAULT_CONFIG_DIR) -> PipelineConfig:
 
 
 def cross_check(config: PipelineConfig, environments: Sequence[EnvironmentConfig], *,
-                config_dir: Path = DEFAULT_CONFIG_DIR) -> None:
+                config_dir: Path | None = None) -> None:
     """The pipeline against the environments it deploys (smoke needs endpoints, roles in the right account)."""
     problems = list(config.environment_issues(list_environments(config_dir), {e.name: e for e in environments}))
     if problems:
@@ -199,7 +200,7 @@ def cross_check(config: PipelineConfig, environments: Sequence[EnvironmentConfig
 
 
 def load_pipeline(
-    config_dir: Path = DEFAULT_CONFIG_DIR,
+    config_dir: Path | None = None,
     *,
     environments: Sequence[EnvironmentConfig] | None = None,
 ) -> PipelineConfig:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-
 from hyperpod_dpd.planner.plan import Plan
 
 BUCKET_PLACEHOLDER = "<BUCKET>"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.synth_summary import main, summarize
 

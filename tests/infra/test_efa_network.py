@@ -7,7 +7,6 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
-
 from hyperpod_dpd.config import CreateVpc, ExistingSubnet, ExistingVpc
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra.efa_network import EfaNetwork

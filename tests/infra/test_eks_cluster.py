@@ -8,7 +8,6 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
-
 from hyperpod_dpd.catalogue.versions import CORE_ADDONS
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.errors import ConfigError

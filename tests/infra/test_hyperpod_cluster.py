@@ -8,7 +8,6 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
-
 from hyperpod_dpd.config import InstanceGroup
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster

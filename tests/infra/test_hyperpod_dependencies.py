@@ -13,7 +13,6 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Template
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
-
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra.hyperpod_dependencies import DependencyComponents, HyperPodDependencies
 

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-
 from hyperpod_dpd.catalogue.operator import OPERATOR_RELEASES, PREREQUISITE_ADDONS
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.config.operator import ModelBucket
@@ -218,7 +217,6 @@ def with_options(tmp_path_factory, base_configs, cdk_context) -> dict[str, dict[
     import copy
 
     import yaml
-
     from hyperpod_dpd.stacks.application import build_app
     from hyperpod_dpd.stacks.assembly import read_assembly
 

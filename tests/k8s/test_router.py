@@ -7,7 +7,6 @@ from typing import Any
 
 import cdk8s
 import pytest
-
 from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.k8s.router import EndpointRouter
 

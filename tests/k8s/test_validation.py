@@ -9,7 +9,6 @@ from typing import Any
 import cdk8s
 import pytest
 from cdk8s_plus_35 import k8s as kube
-
 from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.k8s.charts import ValidatedChart

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from cfnlint.api import ManualArgs, lint
-
 from hyperpod_dpd.stacks.application import cdk_json_context
 
 ROOT = Path(__file__).resolve().parents[2]

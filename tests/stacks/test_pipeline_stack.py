@@ -19,13 +19,13 @@ import pytest
 import yaml
 from aws_cdk import assertions, pipelines
 from cfnlint.api import ManualArgs, lint
-
 from hyperpod_dpd.config import load_environment, parse_environment
 from hyperpod_dpd.config.pipeline import PipelineConfig, load_pipeline
 from hyperpod_dpd.stacks.application import build_app, cdk_json_context
 from hyperpod_dpd.stacks.pipeline_stack import EnvironmentChecks, pinned_cli_version
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import FIXTURE_CONFIG_DIR, ROOT
+
 HPDPD = ".venv/bin/hpdpd"
 CFN_ACTIONS = ("Prepare", "Deploy")
 
@@ -235,7 +235,7 @@ def test_smoke_steps_use_the_checks_role_and_wait_for_each_endpoint(base_configs
     data = copy.deepcopy(base_configs["dev"])
     data["endpoints"][0]["sagemaker_endpoint_name"] = "llama-3-3-70b"
     env = parse_environment(data, name="dev", source="dev.yaml", base_dir=ROOT)
-    pipeline_data = yaml.safe_load((ROOT / "config" / "pipeline.yaml").read_text())
+    pipeline_data = yaml.safe_load((FIXTURE_CONFIG_DIR / "pipeline.yaml").read_text())
     pipeline_data["environments"][0].update(smoke=True, checks_role_arn="arn:aws:iam::111111111111:role/smoke")
     config = PipelineConfig.model_validate(pipeline_data)
     stack = cdk.Stack(cdk.App(), "Checks", env=cdk.Environment(account="444444444444", region="us-west-2"))
@@ -276,7 +276,7 @@ def test_a_selection_without_all_pipeline_environments_builds_no_pipeline() -> N
 def test_bad_pipeline_config_stops_the_app_with_one_line(tmp_path: Path) -> None:
     # GIVEN the committed config with staging listed twice in the pipeline's order
     config_dir = tmp_path / "config"
-    shutil.copytree(ROOT / "config", config_dir)
+    shutil.copytree(FIXTURE_CONFIG_DIR, config_dir)
     data = yaml.safe_load((config_dir / "pipeline.yaml").read_text())
     data["environments"].append({"name": "staging"})
     (config_dir / "pipeline.yaml").write_text(yaml.safe_dump(data))

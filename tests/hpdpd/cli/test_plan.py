@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from hyperpod_dpd.cli.main import main
 
 BASE = ["plan", "--model", "Llama-3.3-70B", "--instance", "ml.p5.48xlarge", "--input-tokens", "8192",

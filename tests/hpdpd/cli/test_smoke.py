@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hyperpod_dpd.cli.main import main
 
 

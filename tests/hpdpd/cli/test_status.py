@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 from botocore.stub import Stubber
-
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.cli import status as status_cli
 from hyperpod_dpd.cli.main import main
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.ops.addons import expected_addons
 from hyperpod_dpd.ops.endpoints import configured_endpoints, iec_name
+
 from tests.hpdpd.cli.conftest import MOTO_ACCOUNT
 from tests.hpdpd.moto_clusters import create_hyperpod_cluster
 

@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from hyperpod_dpd.config import load_environment, parse_environment
 from hyperpod_dpd.errors import ConfigError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 Mutation = Callable[[dict[str, Any]], None]
 

@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from hyperpod_dpd.catalogue.operator import DEFAULT_PD_BUFFER_SIZE, DEFAULT_ROUTING_THRESHOLD, DEFAULT_WORKER_IMAGE
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.config.endpoints import EndpointConfig, parse_endpoint
 from hyperpod_dpd.errors import ConfigError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 Mutation = Callable[[dict[str, Any]], None]
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hyperpod_dpd.config import EnvironmentConfig, list_environments, load_all, load_environment
 from hyperpod_dpd.errors import ConfigError
 

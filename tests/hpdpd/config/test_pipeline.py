@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from hyperpod_dpd.config import list_environments, load_environment, parse_environment
 from hyperpod_dpd.config.pipeline import (
     PipelineConfig,
@@ -22,21 +21,22 @@ from hyperpod_dpd.config.pipeline import (
 )
 from hyperpod_dpd.errors import ConfigError, render_value
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.paths import FIXTURE_CONFIG_DIR, ROOT
+
 OTHER_CONNECTION = "arn:aws:codestar-connections:us-east-1:555555555555:connection/0a1b2c3d-4e5f-6789-abcd-ef0123456789"
 Mutation = Callable[[dict[str, Any]], None]
 
 
 @pytest.fixture(scope="module")
 def committed() -> dict[str, Any]:
-    return yaml.safe_load((ROOT / "config" / "pipeline.yaml").read_text())
+    return yaml.safe_load((FIXTURE_CONFIG_DIR / "pipeline.yaml").read_text())
 
 
 @pytest.fixture
 def config_dir(tmp_path: Path) -> Path:
     """A copy of the committed config/ (environments and pipeline) to mutate."""
     target = tmp_path / "config"
-    shutil.copytree(ROOT / "config", target)
+    shutil.copytree(FIXTURE_CONFIG_DIR, target)
     return target
 
 

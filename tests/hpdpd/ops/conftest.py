@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig, parse_environment
+
 from tests.hpdpd.moto_clusters import MOTO_ACCOUNT, REGION, create_hyperpod_cluster
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -8,7 +8,6 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.ops.capacity import configured_counts, needed_ips, offering_checks, quota_checks, subnet_checks

@@ -8,7 +8,6 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from hyperpod_dpd.ops.kube import NO_KUBECONFIG, Kubectl, parse_iec
 
 READY = {"status": {"state": "DeploymentComplete", "conditions": [

@@ -7,7 +7,6 @@ from typing import Any
 
 import boto3
 from botocore.stub import Stubber
-
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.ops.model_checks import bucket_checks, endpoint_model_checks

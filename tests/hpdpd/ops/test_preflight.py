@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from botocore.exceptions import NoCredentialsError
 from botocore.stub import Stubber
-
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.ops.addons import expected_addons

@@ -6,7 +6,6 @@ from typing import Any
 
 import boto3
 from botocore.stub import Stubber
-
 from hyperpod_dpd.ops.quotas import cluster_quotas, quota_name
 
 

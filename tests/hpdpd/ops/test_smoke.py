@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-
 from hyperpod_dpd.ops.smoke import build_prompts, http_sender, read_stream, run_smoke, sagemaker_sender
 
 FIRST_TOKEN_DELAY = 0.08

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
-
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.errors import HpdpdError

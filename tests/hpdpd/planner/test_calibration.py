@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION, Calibration

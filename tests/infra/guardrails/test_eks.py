@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from hyperpod_dpd.infra.guardrails.rules import Settings
+
 from tests.infra.guardrails.conftest import first, run
 
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from hyperpod_dpd.infra.guardrails.rules.manifests import endpoint_configs
+
 from tests.infra.guardrails.conftest import first, run
 
 

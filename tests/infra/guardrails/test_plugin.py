@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from aws_cdk import aws_s3 as s3
-
 from hyperpod_dpd.infra.guardrails import PLUGIN_NAME, RULES, acknowledge
 from hyperpod_dpd.stacks.application import build_app
 

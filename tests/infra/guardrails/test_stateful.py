@@ -11,9 +11,13 @@ from typing import Any
 import pytest
 import yaml
 from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
-
 from hyperpod_dpd.config import load_environment
-from hyperpod_dpd.infra.guardrails.stateful import RETAINED_TYPES, STATEFUL_TYPES, create_only_values, stateful_resources
+from hyperpod_dpd.infra.guardrails.stateful import (
+    RETAINED_TYPES,
+    STATEFUL_TYPES,
+    create_only_values,
+    stateful_resources,
+)
 from hyperpod_dpd.stacks.application import build_app
 from hyperpod_dpd.stacks.assembly import Synthesized, read_assembly
 
