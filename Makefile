@@ -41,9 +41,13 @@ $(STAMP_NODE): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# The configuration is checked before cdk.out is touched, and the new assembly replaces the old one only once it
+# synthesized without errors: a typo never destroys the last good output.
 synth: setup
-	rm -rf cdk.out
-	cdk synth --quiet
+	$(PY) -m hyperpod_dpd.stacks.application --check
+	rm -rf .cache/cdk.out.next
+	cdk synth --quiet --output .cache/cdk.out.next
+	rm -rf cdk.out && mv .cache/cdk.out.next cdk.out
 	$(PY) -m hyperpod_dpd.k8s.gitops --out dist/k8s
 	$(PY) -m hyperpod_dpd.synth_summary cdk.out
 

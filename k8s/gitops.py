@@ -15,7 +15,9 @@ from pathlib import Path
 
 import cdk8s
 import yaml
+
 from hyperpod_dpd.config import EnvironmentConfig, load_all
+from hyperpod_dpd.config.loader import selected_environments
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.k8s.charts import add_environment_charts
 
@@ -56,10 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("dist/k8s"), help="output directory (default: dist/k8s)")
     parser.add_argument("--config-dir", type=Path, default=None,
                         help="configuration directory (default: $HPDPD_CONFIG_DIR, else ./config)")
-    parser.add_argument("--env", action="append", dest="envs", help="environment to write (repeatable; default: all)")
+    parser.add_argument("--env", action="append", dest="envs", help="environment to write (repeatable; default: $HPDPD_ENVIRONMENTS, else all)")
     args = parser.parse_args(argv)
     try:
-        written = write_manifests(args.out, load_all(args.config_dir, args.envs))
+        written = write_manifests(args.out, load_all(args.config_dir, args.envs or selected_environments()))
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -10,20 +10,23 @@ from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
+
 from hyperpod_dpd.config import EnvironmentConfig, load_all
+from hyperpod_dpd.config.loader import selected_environments
 from hyperpod_dpd.config.pipeline import PipelineConfig, cross_check, pipeline_file, read_pipeline
 from hyperpod_dpd.errors import HpdpdError
+from hyperpod_dpd.infra.platform import availability_zone_context
 from hyperpod_dpd.stacks.environment_stage import EnvironmentStage
 from hyperpod_dpd.stacks.pipeline_stack import PIPELINE_ID, PipelineStack, pinned_cli_version
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
-
-def cdk_json_context(root: Path = PROJECT_ROOT) -> dict[str, Any]:
-    """Feature flags from ``cdk.json`` plus the committed ``cdk.context.json``: what ``cdk synth`` would pass.
+def cdk_json_context(root: Path | None = None) -> dict[str, Any]:
+    """Feature flags from ``cdk.json`` plus ``cdk.context.json`` (if any) of ``root`` (default: the current
+    directory, where ``cdk`` runs the app): what ``cdk synth`` would pass.
 
     Tests build apps in-process with this, so they synthesize exactly what the CLI synthesizes.
     """
+    root = root or Path.cwd()
     context = dict(json.loads((root / "cdk.json").read_text())["context"])
     lookups = root / "cdk.context.json"
     if lookups.is_file():
@@ -38,16 +41,21 @@ def build_app(
     configs: Sequence[EnvironmentConfig] | None = None,
     outdir: str | None = None,
     context: dict[str, Any] | None = None,
+    project_root: Path | None = None,
 ) -> tuple[cdk.App, dict[str, EnvironmentStage]]:
-    """All configs are loaded and validated before the first construct exists, so bad input makes nothing."""
+    """All configs are loaded and validated before the first construct exists, so bad input makes nothing.
+
+    Each environment's availability zones come from its configuration (:func:`availability_zone_context`), so
+    no account needs a ``cdk.context.json`` entry; ``context`` (and the CLI's context) take precedence.
+    """
     selected = list(configs) if configs is not None else load_all(config_dir, list(environments) if environments else None)
     pipeline = _pipeline_config(config_dir, selected)
-    app = cdk.App(outdir=outdir, context=context) if (outdir or context is not None) else cdk.App()
+    app = cdk.App(outdir=outdir, context={**availability_zone_context(*selected), **(context or {})})
     stages = {c.name: EnvironmentStage(app, c.name, config=c) for c in selected}
     # Last: the pipeline deploys these very stages, and CDK Pipelines synthesizes each stage as it is added.
     if pipeline is not None:
         PipelineStack(app, PIPELINE_ID, config=pipeline, stages=[stages[n] for n in pipeline.order],
-                      cli_version=pinned_cli_version(PROJECT_ROOT))
+                      cli_version=pinned_cli_version(project_root or Path.cwd()))
     return app, stages
 
 
@@ -68,27 +76,35 @@ def _pipeline_config(config_dir: Path | None, selected: Sequence[EnvironmentConf
     return config
 
 
-def _selected_environments(value: str | None) -> list[str] | None:
-    """``HPDPD_ENVIRONMENTS=dev,staging`` -> ``["dev", "staging"]``; unset or empty -> every environment."""
-    if not value:
-        return None
-    return [name.strip() for name in value.split(",") if name.strip()]
+def synthesis_errors(assembly: cdk.cx_api.CloudAssembly) -> list[str]:
+    """One line per error annotation of any stack in the assembly, nested stage assemblies included:
+    ``<stage>/<stack> (<stack name>): <message>``. An assembly with any of them cannot deploy."""
+    lines = []
+    for stack in assembly.stacks_recursively:
+        for message in stack.messages:
+            if message.level == cdk.cx_api.SynthesisMessageLevel.ERROR:
+                text = " ".join(str(message.entry.data).split())
+                lines.append(f"{stack.hierarchical_id} ({stack.stack_name}): {text}")
+    return lines
 
 
-def main() -> int:
-    """Entry point of ``app.py``: one line per problem on stderr and exit code 2, never a traceback.
+def main(project_root: Path | None = None) -> int:
+    """Entry point of ``app.py``: one line per problem on stderr and a non-zero exit, never a traceback.
 
+    Exit 2: bad configuration (nothing synthesized). Exit 1: synthesis failed, or a stack carries an error
+    annotation (an assembly that cannot deploy is never reported as a success).
     ``HPDPD_CONFIG_DIR`` points at another config directory; ``HPDPD_ENVIRONMENTS=dev,staging`` limits the
     environments synthesized (default: every file in it).
     """
+    root = project_root or Path.cwd()
     try:
-        names = _selected_environments(os.environ.get("HPDPD_ENVIRONMENTS"))
+        names = selected_environments()
         # Run by the CDK CLI, the context (cdk.json flags + cdk.context.json) arrives in the environment; run
         # directly (python app.py), read the same files so the same feature flags apply.
         launched_by_cli = any(v in os.environ for v in ("CDK_CONTEXT_JSON", "CONTEXT_OVERFLOW_LOCATION"))
-        app, _ = build_app(environments=names,
-                           context=None if launched_by_cli else cdk_json_context())
-        app.synth()
+        app, _ = build_app(environments=names, project_root=root,
+                           context=None if launched_by_cli else cdk_json_context(root))
+        assembly = app.synth()
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -98,4 +114,25 @@ def main() -> int:
         for line in message[1:40]:
             print(f"  {line}", file=sys.stderr)
         return 1
+    errors = synthesis_errors(assembly)
+    for line in errors:
+        print(f"error: {line}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def check(argv: Sequence[str] | None = None) -> int:
+    """``python -m hyperpod_dpd.stacks.application --check``: validate the selected environments and the
+    pipeline file without synthesizing (``make synth`` runs it before it touches ``cdk.out``)."""
+    try:
+        names = selected_environments()
+        selected = load_all(None, names)
+        _pipeline_config(None, selected)
+    except HpdpdError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"configuration ok: {', '.join(c.name for c in selected)}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(check() if sys.argv[1:] == ["--check"] else main())

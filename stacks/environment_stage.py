@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import aws_cdk as cdk
-import cdk_nag
 from constructs import Construct
+
 from hyperpod_dpd.config import EnvironmentConfig
-from hyperpod_dpd.infra.checkov import GeneratedHandlerSkips
-from hyperpod_dpd.infra.guardrails import HyperPodDpdChecks, Settings
+from hyperpod_dpd.infra.guardrails import apply_guardrails
 from hyperpod_dpd.stacks.endpoints_stack import EndpointsStack
 from hyperpod_dpd.stacks.naming import environment, stack_name
 from hyperpod_dpd.stacks.network_stack import NetworkStack
@@ -40,10 +39,6 @@ class EnvironmentStage(cdk.Stage):
                 **common)
         for key, value in {"project": "hyperpod-dpd", **config.tags}.items():
             cdk.Tags.of(self).add(key, value)
-        # Security gates on every synth: cdk-nag's AwsSolutions pack. Findings fail synthesis unless acknowledged
-        # on the one construct they concern, with a reason (see infra/nag.py).
-        cdk.Aspects.of(self).add(GeneratedHandlerSkips())
-        cdk.Validations.of(self).add_plugins(
-            cdk_nag.AwsSolutionsChecks(self),
-            HyperPodDpdChecks(Settings(production=config.production)),
-        )
+        # Security gates on every synth: cdk-nag's AwsSolutions pack and the project's own rules. Findings fail
+        # synthesis unless acknowledged on the one construct they concern, with a reason (see infra/nag.py).
+        apply_guardrails(self, production=config.production)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
+
 from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.infra.platform import removal_policy
+
+__all__ = ["PROJECT", "environment", "removal_policy", "stack_name"]
 
 PROJECT = "hpdpd"
 
@@ -11,10 +15,6 @@ PROJECT = "hpdpd"
 def stack_name(config: EnvironmentConfig, part: str) -> str:
     """``hpdpd-<env>-<part>``: explicit, so a refactoring of construct paths never renames a stack."""
     return f"{PROJECT}-{config.name}-{part}"
-
-
-def removal_policy(config: EnvironmentConfig) -> cdk.RemovalPolicy:
-    return cdk.RemovalPolicy.RETAIN if config.removal_policy == "retain" else cdk.RemovalPolicy.DESTROY
 
 
 def environment(config: EnvironmentConfig) -> cdk.Environment:

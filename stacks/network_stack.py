@@ -6,6 +6,7 @@ from typing import Any
 
 import aws_cdk as cdk
 from constructs import Construct
+
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.infra.efa_network import EfaNetwork
 from hyperpod_dpd.stacks.naming import removal_policy

@@ -20,6 +20,7 @@ from aws_cdk import aws_codepipeline as codepipeline
 from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
 from constructs import Construct
+
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.config.pipeline import PipelineConfig, PromotionConfig
 from hyperpod_dpd.infra import checkov, nag

@@ -152,6 +152,14 @@ def parse_environment(data: Any, *, name: str, source: str, base_dir: Path) -> E
 RESERVED_NAMES = ("pipeline",)
 
 
+def selected_environments(value: str | None = None) -> list[str] | None:
+    """``HPDPD_ENVIRONMENTS=dev,staging`` -> ``["dev", "staging"]``; unset or empty -> None (every environment)."""
+    value = os.environ.get("HPDPD_ENVIRONMENTS") if value is None else value
+    if not value:
+        return None
+    return [name.strip() for name in value.split(",") if name.strip()] or None
+
+
 def list_environments(directory: Path | None = None) -> list[str]:
     return sorted(p.stem for p in config_dir(directory).glob("*.yaml") if p.stem not in RESERVED_NAMES)
 

@@ -5,7 +5,9 @@ validation report, fail synthesis the same way, and are acknowledged the same wa
 (``cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id="HyperPodDpd::<rule>", reason=...))``).
 """
 
+from hyperpod_dpd.infra.guardrails.apply import apply_guardrails
 from hyperpod_dpd.infra.guardrails.plugin import PLUGIN_NAME, HyperPodDpdChecks, acknowledge
 from hyperpod_dpd.infra.guardrails.rules import RULES, Settings
 
-__all__ = ["PLUGIN_NAME", "RULES", "HyperPodDpdChecks", "Settings", "acknowledge"]
+__all__ = ["PLUGIN_NAME", "RULES", "HyperPodDpdChecks", "Settings", "acknowledge", "apply_guardrails"]
+

@@ -1,0 +1,213 @@
+"""HyperPodDpdPlatform: one environment's whole DPD platform from one typed configuration, for any CDK app.
+
+The project's own stages split an environment into three stacks (network, platform, endpoints) with the
+functions below; a consumer gets the same resources in the scope of its choice with one construct::
+
+    config = load_environment("dev")                 # or parse_environment({...}, name="dev", ...)
+    HyperPodDpdPlatform(stack, "Dpd", config=config)
+    apply_guardrails(app)                            # cdk-nag AwsSolutions + the project's own rules
+
+Both paths build the resources through :func:`build_platform` and :func:`build_endpoints`, so they cannot drift
+apart. Construct ids inside them are part of the logical ids of deployed resources: do not rename them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import aws_cdk as cdk
+import cdk8s
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra.buckets import access_logs_bucket
+from hyperpod_dpd.infra.efa_network import EfaNetwork
+from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster
+from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
+from hyperpod_dpd.infra.hyperpod_dependencies import HyperPodDependencies
+from hyperpod_dpd.infra.inference_operator import InferenceOperator, ObservabilityOptions
+from hyperpod_dpd.k8s.charts import EndpointChart, add_environment_charts
+
+
+def removal_policy(config: EnvironmentConfig) -> cdk.RemovalPolicy:
+    return cdk.RemovalPolicy.RETAIN if config.removal_policy == "retain" else cdk.RemovalPolicy.DESTROY
+
+
+def availability_zones(config: EnvironmentConfig) -> list[str]:
+    """The availability zones the configuration names (created VPC's zones, or the adopted subnets' zones)."""
+    network = config.network
+    if network.create is not None:
+        zones = [*network.create.availability_zones]
+    else:
+        assert network.existing is not None
+        existing = network.existing
+        zones = [s.availability_zone for s in (*existing.private_subnets, *existing.public_subnets, existing.gpu_subnet)]
+    return sorted({*zones, network.gpu_availability_zone})
+
+
+def availability_zone_context(*configs: EnvironmentConfig) -> dict[str, list[str]]:
+    """CDK context that answers the availability-zone lookup of each environment's account and Region from its
+    configuration, so synthesis never needs AWS credentials or a ``cdk.context.json`` entry.
+
+    Environments that share an account and Region contribute the union of their zones. Context given on the
+    command line or in ``cdk.context.json`` takes precedence (a real lookup stays authoritative).
+    """
+    context: dict[str, set[str]] = {}
+    for config in configs:
+        key = f"availability-zones:account={config.account}:region={config.region}"
+        context.setdefault(key, set()).update(availability_zones(config))
+    return {key: sorted(zones) for key, zones in context.items()}
+
+
+@dataclass(frozen=True)
+class PlatformResources:
+    """What :func:`build_platform` created: EKS, the HyperPod dependencies, the HyperPod cluster and the operator."""
+
+    access_logs: s3.Bucket
+    eks: HyperPodEksCluster
+    hyperpod_dependencies: HyperPodDependencies
+    hyperpod: HyperPodCluster
+    inference_operator: InferenceOperator
+
+
+def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaNetwork) -> PlatformResources:
+    """EKS, the HyperPod dependencies chart, the HyperPod cluster and the inference operator, as children of ``scope``."""
+    policy = removal_policy(config)
+    logs = access_logs_bucket(scope, "AccessLogs", removal_policy=policy)
+    eks_cfg, hp_cfg = config.eks, config.hyperpod
+    eks_cluster = HyperPodEksCluster(
+        scope, "Eks",
+        vpc=network.vpc,
+        subnets=network.eks_subnets,
+        cluster_name=eks_cfg.cluster_name,
+        version=eks_cfg.version,
+        security_group=network.efa_security_group,
+        endpoint_access=eks_cfg.endpoint_access,
+        public_access_cidrs=eks_cfg.public_access_cidrs,
+        admin_principals=eks_cfg.admin_principals,
+        logging=eks_cfg.logging,
+        system_node_group=eks_cfg.system_node_group,
+        addon_versions=eks_cfg.addon_versions,  # overrides; the construct pins the rest from the catalogue
+        removal_policy=policy,
+    )
+    chart = hp_cfg.dependencies_chart
+    dependencies = HyperPodDependencies(
+        scope, "HyperPodDependencies",
+        cluster=eks_cluster.cluster,
+        region=config.region,
+        gpu_instance_types=[g.instance_type for g in hp_cfg.instance_groups if g.is_gpu],
+        repository=chart.repository,
+        local_path=config.resolve_path(chart.local_path) if chart.local_path else None,
+        version=chart.version,
+        timeout=cdk.Duration.minutes(chart.timeout_minutes),
+    )
+    hyperpod = HyperPodCluster(
+        scope, "HyperPod",
+        cluster_name=hp_cfg.cluster_name,
+        eks_cluster_arn=eks_cluster.cluster_arn,
+        region=config.region,
+        subnet_ids=[network.gpu_subnet.subnet_id],
+        security_group_ids=[network.efa_security_group.security_group_id,
+                            eks_cluster.cluster.cluster_security_group_id],
+        instance_groups=hp_cfg.instance_groups,
+        lifecycle_bucket_name=hp_cfg.lifecycle_bucket(config.account, config.region),
+        node_recovery=hp_cfg.node_recovery,
+        node_provisioning_mode=hp_cfg.node_provisioning_mode,
+        depends_on=[dependencies, *eks_cluster.addons.values()],
+        removal_policy=policy,
+        access_logs_bucket=logs,
+        tags=config.tags,
+    )
+    operator = config.operator
+    inference_operator = InferenceOperator(
+        scope, "InferenceOperator",
+        eks_cluster=eks_cluster,
+        hyperpod_cluster=hyperpod,
+        operator_version=operator.version,
+        addon_version=operator.addon_version,
+        prerequisite_versions=operator.prerequisite_versions,
+        execution_role_name=operator.execution_role(hp_cfg.cluster_name),
+        tls_bucket_name=operator.tls_bucket(config.account, config.region),
+        model_buckets=config.model_buckets,
+        gated_model_access=operator.gated_model_access,
+        observability=ObservabilityOptions(addon_version=operator.observability.addon_version)
+        if operator.observability.enabled else None,
+        require_dpd=bool(config.endpoints),
+        removal_policy=policy,
+        access_logs_bucket=logs,
+    )
+    return PlatformResources(logs, eks_cluster, dependencies, hyperpod, inference_operator)
+
+
+def build_endpoints(scope: Construct, *, config: EnvironmentConfig, eks_cluster: HyperPodEksCluster,
+                    inference_operator: InferenceOperator) -> tuple[list[EndpointChart], dict[str, eks.KubernetesManifest]]:
+    """One ``KubernetesManifest`` per endpoint chart (the IEC and its router resources), applied after the
+    inference add-on: the IEC needs the operator's CRD and the router objects need its namespace. ``prune``
+    deletes objects dropped from a chart, e.g. the old IEC after a new generation.
+    """
+    charts = add_environment_charts(cdk8s.App(), config)
+    manifests: dict[str, eks.KubernetesManifest] = {}
+    for chart in charts:
+        manifest = eks.KubernetesManifest(
+            scope, f"Endpoint-{chart.node.id}", cluster=eks_cluster.cluster, manifest=chart.to_json(),
+            overwrite=True, prune=True)
+        manifest.node.add_dependency(inference_operator.resource)
+        manifests[chart.node.id] = manifest
+    return charts, manifests
+
+
+class HyperPodDpdPlatform(Construct):
+    """Everything one environment needs for DPD serving, in one construct: the EFA network (created or adopted),
+    the EKS cluster, the HyperPod dependencies, the HyperPod cluster with its GPU groups, the inference operator,
+    and (unless ``endpoints=False``) the configured DPD endpoints.
+
+    Args:
+        config: a validated :class:`~hyperpod_dpd.config.EnvironmentConfig` (from ``load_environment`` or
+            ``parse_environment``): the one typed props object. Its account and Region must match the stack's
+            environment when the stack has a concrete one.
+        endpoints: also apply the configured endpoints' manifests. Default: True.
+
+    Attributes: ``network``, ``eks``, ``hyperpod``, ``inference_operator``, ``access_logs``, ``charts`` and
+    ``endpoint_manifests`` (by chart id). Apply the guardrails to the app with
+    :func:`hyperpod_dpd.infra.apply_guardrails`.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, endpoints: bool = True) -> None:
+        _check_environment(scope, config)
+        super().__init__(scope, id)
+        self.config = config
+        self.network = EfaNetwork(
+            self, "Network",
+            gpu_availability_zone=config.network.gpu_availability_zone,
+            create=config.network.create,
+            existing=config.network.existing,
+            removal_policy=removal_policy(config),
+        )
+        parts = build_platform(self, config=config, network=self.network)
+        self.access_logs = parts.access_logs
+        self.eks = parts.eks
+        self.hyperpod_dependencies = parts.hyperpod_dependencies
+        self.hyperpod = parts.hyperpod
+        self.inference_operator = parts.inference_operator
+        self.charts: list[EndpointChart] = []
+        self.endpoint_manifests: dict[str, eks.KubernetesManifest] = {}
+        if endpoints and config.endpoints:
+            self.charts, self.endpoint_manifests = build_endpoints(
+                self, config=config, eks_cluster=self.eks, inference_operator=self.inference_operator)
+
+
+def _check_environment(scope: Construct, config: EnvironmentConfig) -> None:
+    """A stack deployed to another account or Region than the configuration describes is refused up front."""
+    stack = cdk.Stack.of(scope)
+    problems: list[tuple[str, Any, str]] = []
+    for field, actual in (("account", stack.account), ("region", stack.region)):
+        expected = getattr(config, field)
+        if not cdk.Token.is_unresolved(actual) and actual != expected:
+            problems.append((field, expected, f"does not match the {field} of stack {stack.node.path} ({actual})"))
+    if problems:
+        field, value, message = problems[0]
+        raise ConfigError.single(config.name, field, value, message)
