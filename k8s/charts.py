@@ -8,6 +8,7 @@ from typing import Any
 import cdk8s
 from cdk8s_plus_35 import k8s
 from constructs import Construct
+
 from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.config.environment import EnvironmentConfig
 from hyperpod_dpd.errors import ConfigError

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import cdk8s
 from constructs import Construct
+
 from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig, managed_flag_issues
 from hyperpod_dpd.errors import ConfigError, ConfigWarning
 from hyperpod_dpd.k8s import defaults

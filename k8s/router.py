@@ -19,6 +19,7 @@ import json
 
 from cdk8s_plus_35 import k8s
 from constructs import Construct
+
 from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE, OBSERVABILITY_NAMESPACE, ROUTER_PORT
 from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig
 from hyperpod_dpd.k8s import defaults

@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import yaml
+
 from hyperpod_dpd.config.base import join
 from hyperpod_dpd.config.endpoints import is_unresolved
 from hyperpod_dpd.errors import ConfigError, Issue
