@@ -10,13 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cfnlint.api import ManualArgs, lint
 from hyperpod_dpd.stacks.application import cdk_json_context
-
-ROOT = Path(__file__).resolve().parents[2]
-# W3005: CDK writes DependsOn that is also implied by Ref (harmless); W3010: the GPU AZ is pinned on purpose,
-# because capacity (reservations, training plans) lives in one AZ.
-IGNORED = ["W3005", "W3010"]
+from tests.paths import ROOT
+from tests.validators import cfn_lint_findings, report_violations, validation_report
 
 
 def test_cdk_validation_is_switched_on() -> None:
@@ -27,22 +23,14 @@ def test_cdk_validation_is_switched_on() -> None:
 
 def test_every_template_of_every_environment_passes_cfn_lint(synthesized) -> None:
     assert {env for env, _ in synthesized.templates} == {"dev", "staging", "prod"}
-    problems = []
-    for (env, part), template in sorted(synthesized.templates.items()):
-        region = {"dev": "us-west-2", "staging": "us-west-2", "prod": "us-east-1"}[env]
-        for match in lint(json.dumps(template), config=ManualArgs(regions=[region], ignore_checks=IGNORED)):
-            problems.append(f"{env}/{part}: {match.rule.id} {match.message} ({'/'.join(map(str, match.path))})")
-    assert problems == []
+    regions = {"dev": "us-west-2", "staging": "us-west-2", "prod": "us-east-1"}
+    assert cfn_lint_findings(synthesized.templates, regions) == []
 
 
 def test_cdk_validation_report_has_no_unacknowledged_findings(synthesized) -> None:
-    report_path = synthesized.outdir / "validation-report.json"
-    if not report_path.exists():
-        return  # no report is written when no plugin found anything
-    report = json.loads(report_path.read_text())
-    violations = [(p["pluginName"], v["ruleName"], [c["constructPath"] for c in v["violatingConstructs"]])
-                  for p in report["pluginReports"] for v in p["violations"]]
-    assert violations == []
+    report = validation_report(synthesized.outdir)
+    assert {p["pluginName"] for p in report["pluginReports"]} >= {"AwsSolutions", "HyperPodDpd"}
+    assert report_violations(report) == []
 
 
 def _run_app(config_dir: Path, outdir: Path) -> subprocess.CompletedProcess[str]:
@@ -67,9 +55,12 @@ def test_bad_config_stops_the_app_with_one_line_and_writes_nothing(write_config:
 
 def test_one_bad_environment_stops_all_of_them(write_config: Any, tmp_path: Path) -> None:
     config_dir = write_config(env="dev")
-    write_config(lambda d: d["hyperpod"]["instance_groups"][1].__setitem__("count", 0), env="staging")
+    # GIVEN dev is valid and staging's system group has no nodes
+    write_config(lambda d: d["hyperpod"]["instance_groups"][0].__setitem__("count", 0), env="staging")
+    # WHEN the app runs
     result = _run_app(config_dir, tmp_path / "out")
-    assert result.returncode == 2 and "staging.yaml: hyperpod.instance_groups[1].count: 0" in result.stderr
+    # THEN nothing is synthesized, dev included, and the error names staging's file and field
+    assert result.returncode == 2 and "staging.yaml: hyperpod.instance_groups[0].count: 0" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -83,3 +74,62 @@ def test_app_py_run_directly_applies_the_cdk_json_flags(tmp_path: Path) -> None:
     manifest = json.loads((tmp_path / "out" / "assembly-dev" / "manifest.json").read_text())
     assert {a["displayName"] for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"} == {
         "dev/Network", "dev/Platform", "dev/Endpoints"}
+
+
+def _app_with_an_error_annotation(outdir: Path) -> Any:
+    import aws_cdk as cdk
+
+    app = cdk.App(outdir=str(outdir))
+    stage = cdk.Stage(app, "perf", env=cdk.Environment(account="555555555555", region="us-east-2"))
+    stack = cdk.Stack(stage, "Network", stack_name="hpdpd-perf-network")
+    cdk.CfnResource(stack, "Topic", type="AWS::SNS::Topic")
+    cdk.Annotations.of(stack).add_error("Need to perform AWS calls for account 555555555555")
+    return app
+
+
+def test_synthesis_errors_names_environment_stack_and_message(tmp_path: Path) -> None:
+    from hyperpod_dpd.stacks.application import synthesis_errors
+
+    # GIVEN a stage whose stack carries an error annotation WHEN it synthesizes (which does not raise)
+    assembly = _app_with_an_error_annotation(tmp_path).synth()
+    # THEN the error is found, one line naming the stage, the stack and the message
+    assert synthesis_errors(assembly) == [
+        "perf/Network (hpdpd-perf-network): Need to perform AWS calls for account 555555555555"]
+
+
+def test_main_fails_when_any_stage_carries_an_error(monkeypatch: Any, tmp_path: Path, capsys: Any) -> None:
+    from hyperpod_dpd.stacks import application
+
+    # GIVEN the app would synthesize a stage with an error annotation
+    monkeypatch.setattr(application, "build_app", lambda **_: (_app_with_an_error_annotation(tmp_path), {}))
+    # WHEN app.py's entry point runs
+    code = application.main(ROOT)
+    # THEN it exits non-zero with one line per problem instead of reporting success
+    assert code == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: perf/Network (hpdpd-perf-network): Need to perform AWS calls for account 555555555555"]
+
+
+def test_check_validates_the_configuration_without_synthesizing(write_config: Any, monkeypatch: Any,
+                                                               capsys: Any) -> None:
+    from hyperpod_dpd.stacks import application
+
+    # GIVEN a configuration directory with one bad file
+    config_dir = write_config(lambda d: d.__setitem__("region", "mars-1"))
+    monkeypatch.setenv("HPDPD_CONFIG_DIR", str(config_dir))
+    # WHEN make synth's first step checks it THEN it exits 2 naming the file and field (cdk.out is untouched)
+    assert application.check() == 2
+    assert "dev.yaml: region: 'mars-1'" in capsys.readouterr().err
+
+
+def test_availability_zones_come_from_the_configuration(synthesized: Any) -> None:
+    from hyperpod_dpd.config import load_all
+    from hyperpod_dpd.infra.platform import availability_zone_context
+    from tests.paths import FIXTURE_CONFIG_DIR
+
+    # GIVEN the fixture environments (no cdk.context.json entry is needed for their accounts)
+    context = availability_zone_context(*load_all(FIXTURE_CONFIG_DIR))
+    # THEN each account and Region gets the zones its configuration names, and synthesis needed no lookup
+    assert context["availability-zones:account=111111111111:region=us-west-2"] == ["us-west-2a", "us-west-2b"]
+    manifest = json.loads((synthesized.outdir / "manifest.json").read_text())
+    assert "missing" not in manifest

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.infra.guardrails.stateful import (
     RETAINED_TYPES,
@@ -20,9 +21,10 @@ from hyperpod_dpd.infra.guardrails.stateful import (
 )
 from hyperpod_dpd.stacks.application import build_app
 from hyperpod_dpd.stacks.assembly import Synthesized, read_assembly
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
-MANIFEST = ROOT / "security" / "stateful-resources.json"
+# The fixture environments' record; security/stateful-resources.json records the user's (tests/test_user_config.py).
+MANIFEST = ROOT / "tests" / "fixtures" / "stateful-resources.json"
 
 
 def test_stateful_logical_ids_match_the_committed_manifest(synthesized: Synthesized) -> None:

@@ -1,0 +1,171 @@
+"""Invariants of the user's configuration (``config/``, or ``$HPDPD_CONFIG_DIR`` when the run started), whatever it
+holds: every environment loads, synthesizes with zero errors, passes cfn-lint, the guardrails, the CRD schema and
+``kubernetes-validate``, and keeps its recorded stateful resources.
+
+The same checks run a second time over a copy of that directory with a fourth environment (another account and
+Region) and a changed endpoint, with ``HPDPD_CONFIG_DIR`` pointing at it: proof that a real configuration change
+keeps ``make test`` (and so the pipeline's build) green. Nothing here asserts the sample's values.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
+from hyperpod_dpd.catalogue.regions import HYPERPOD_REGIONS
+from hyperpod_dpd.config import EnvironmentConfig, list_environments, load_all
+from hyperpod_dpd.infra.guardrails.stateful import RETAINED_TYPES, stateful_resources
+from hyperpod_dpd.k8s.gitops import render_environment
+from hyperpod_dpd.k8s.validation import validate_manifests
+from hyperpod_dpd.stacks.application import build_app, synthesis_errors
+from hyperpod_dpd.stacks.assembly import Synthesized, read_assembly
+from tests.paths import ROOT, USER_CONFIG_DIR
+from tests.validators import cfn_lint_findings, report_violations, validation_report
+
+STATEFUL_MANIFEST = ROOT / "security" / "stateful-resources.json"
+ADDED = "perf"
+
+
+@dataclass
+class Checked:
+    """One configuration directory, loaded and synthesized once."""
+
+    config_dir: Path
+    environments: dict[str, EnvironmentConfig]
+    synthesized: Synthesized
+    errors: list[str]
+
+
+def _other_region(data: dict[str, Any]) -> str:
+    """A HyperPod Region, other than the environment's, where both validators accept every instance type it uses."""
+    types = {g["instance_type"] for g in data["hyperpod"]["instance_groups"]}
+    candidates = set(HYPERPOD_REGIONS) - {data["region"]}
+    for name in types:
+        spec = INSTANCE_TYPES[name]
+        candidates &= set(spec.priced_regions) - set(spec.cdk_validator_lags)
+    return sorted(candidates)[0] if candidates else data["region"]
+
+
+def _replace(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, list):
+        return [_replace(v, old, new) for v in value]
+    if isinstance(value, dict):
+        return {k: _replace(v, old, new) for k, v in value.items()}
+    return value
+
+
+def _added_environment(config_dir: Path) -> dict[str, Any]:
+    """A copy of the first environment with endpoints (else the first one) in another account and Region, with
+    one more prefill node and replica and another routing threshold."""
+    names = list_environments(config_dir)
+    loaded = {n: yaml.safe_load((config_dir / f"{n}.yaml").read_text()) for n in names}
+    base = next((loaded[n] for n in names if loaded[n].get("endpoints")), loaded[names[0]])
+    region = _other_region(base)
+    data = _replace(_replace(copy.deepcopy(base), base["region"], region), str(base["account"]), "555555555555")
+    data.pop("production", None)
+    data["removal_policy"], data["termination_protection"] = "destroy", False
+    for endpoint in data.get("endpoints", [])[:1]:
+        prefill = endpoint.setdefault("prefill", {})
+        group = next(g for g in data["hyperpod"]["instance_groups"]
+                     if g["name"] == prefill.get("instance_group", "prefill"))
+        group["count"] = group.get("count", 1) + 1
+        prefill["replicas"] = prefill.get("replicas", 1) + 1
+        routing = endpoint.setdefault("routing", {})
+        routing["threshold"] = 2048 if routing.get("threshold", 4096) != 2048 else 8192
+    return data
+
+
+def _check(config_dir: Path, outdir: Path, context: dict[str, Any]) -> Checked:
+    environments = {e.name: e for e in load_all(config_dir)}
+    app, _ = build_app(config_dir=config_dir, outdir=str(outdir), context=context)
+    assembly = app.synth()  # raises on any unacknowledged guardrail finding
+    return Checked(config_dir, environments, read_assembly(outdir), synthesis_errors(assembly))
+
+
+@pytest.fixture(scope="module", params=["as-is", "with-added-environment"])
+def checked(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+            cdk_context: dict[str, Any]) -> Checked:
+    if request.param == "as-is":
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("HPDPD_CONFIG_DIR", str(USER_CONFIG_DIR))
+            return _check(USER_CONFIG_DIR, tmp_path_factory.mktemp("user"), cdk_context)
+    copied = tmp_path_factory.mktemp("changed") / "config"
+    shutil.copytree(USER_CONFIG_DIR, copied)
+    (copied / f"{ADDED}.yaml").write_text(yaml.safe_dump(_added_environment(copied), sort_keys=False))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HPDPD_CONFIG_DIR", str(copied))
+        return _check(copied, tmp_path_factory.mktemp("changed-out"), cdk_context)
+
+
+def test_every_environment_file_loads_and_synthesizes(checked: Checked) -> None:
+    # GIVEN the configuration directory WHEN it is loaded and synthesized THEN every file is a stage with stacks
+    assert set(checked.environments) == set(list_environments(checked.config_dir))
+    assert {env for env, _ in checked.synthesized.templates} == set(checked.environments)
+
+
+def test_no_stack_carries_an_error_annotation(checked: Checked) -> None:
+    assert checked.errors == []
+
+
+def test_every_template_passes_cfn_lint(checked: Checked) -> None:
+    regions = {name: env.region for name, env in checked.environments.items()}
+    assert cfn_lint_findings(checked.synthesized.templates, regions) == []
+
+
+def test_guardrails_ran_on_every_stage_and_found_nothing_unacknowledged(checked: Checked) -> None:
+    report = validation_report(checked.synthesized.outdir)
+    plugins = [p["pluginName"] for p in report["pluginReports"]]
+    assert plugins.count("AwsSolutions") == plugins.count("HyperPodDpd") == len(checked.environments)
+    assert report_violations(report) == []
+
+
+def test_every_endpoint_manifest_passes_the_crd_schema_and_kubernetes_validate(checked: Checked) -> None:
+    for env in checked.environments.values():
+        rendered = render_environment(env)
+        assert set(rendered) == {e.name for e in env.endpoints}
+        for manifests in rendered.values():  # rendering validates already; validate again, explicitly
+            validate_manifests(manifests, kubernetes_version=env.eks.version)
+            assert {m["kind"] for m in manifests} >= {"InferenceEndpointConfig"}
+
+
+def test_recorded_stateful_resources_keep_their_logical_ids(checked: Checked) -> None:
+    # GIVEN the stateful resources recorded for deployed environments (a new environment has no record yet)
+    recorded = json.loads(STATEFUL_MANIFEST.read_text())
+    for (env, part), template in checked.synthesized.templates.items():
+        current = stateful_resources(template)
+        # THEN a recorded environment keeps every recorded logical id and type: a rename or a removal would replace
+        # or delete the resource (added resources are new, not replaced)
+        lost = {k: v for k, v in recorded.get(env, {}).get(part, {}).items() if current.get(k) != v}
+        assert lost == {}, f"{env}/{part}: recorded stateful resources would be replaced or deleted; " \
+                           "run 'make stateful-manifest' only if that is deliberate"
+
+
+def test_retained_environments_retain_their_data(checked: Checked) -> None:
+    for (env, _part), template in checked.synthesized.templates.items():
+        if checked.environments[env].removal_policy != "retain":
+            continue
+        for logical_id, resource in template["Resources"].items():
+            if resource["Type"] in RETAINED_TYPES:
+                assert resource.get("DeletionPolicy") == "Retain", f"{env}: {logical_id}"
+
+
+def test_the_added_environment_is_really_different(checked: Checked) -> None:
+    if ADDED not in checked.environments:
+        pytest.skip("the configuration as it is")
+    added = checked.environments[ADDED]
+    assert added.account == "555555555555"
+    others = [e for n, e in checked.environments.items() if n != ADDED]
+    if added.endpoints:
+        source = next(e for e in others if e.endpoints)
+        assert added.endpoints[0].prefill.replicas == source.endpoints[0].prefill.replicas + 1
+        assert added.endpoints[0].routing.threshold != source.endpoints[0].routing.threshold
