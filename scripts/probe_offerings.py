@@ -10,7 +10,7 @@ sys.path.insert(0, str(ROOT))
 
 from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES  # noqa: E402
 from hyperpod_dpd.catalogue.regions import HYPERPOD_REGIONS  # noqa: E402
-from hyperpod_dpd.infra.validator_probe import cdk_validator_rejections, cfn_lint_regions  # noqa: E402
+from scripts.validator_probe import cdk_validator_rejections, cfn_lint_regions  # noqa: E402
 
 TARGET = ROOT / "hpdpd" / "catalogue" / "offerings.py"
 

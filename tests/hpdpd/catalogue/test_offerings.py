@@ -6,7 +6,7 @@ import pytest
 from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
 from hyperpod_dpd.catalogue.offerings import CDK_VALIDATOR_LAGS, PRICED
 from hyperpod_dpd.catalogue.regions import HYPERPOD_REGIONS
-from hyperpod_dpd.infra.validator_probe import cdk_validator_rejections, cfn_lint_regions
+from scripts.validator_probe import cdk_validator_rejections, cfn_lint_regions
 
 PROBED_REGIONS = ("us-west-2", "us-east-1")  # the configured ones; `make offerings` probes every Region
 
