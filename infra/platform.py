@@ -27,6 +27,7 @@ from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra.buckets import access_logs_bucket
 from hyperpod_dpd.infra.efa_network import EfaNetwork
 from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster
+from hyperpod_dpd.infra.feature_flags import FEATURE_FLAGS
 from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
 from hyperpod_dpd.infra.hyperpod_dependencies import HyperPodDependencies
 from hyperpod_dpd.infra.inference_operator import InferenceOperator, ObservabilityOptions
@@ -171,6 +172,9 @@ class HyperPodDpdPlatform(Construct):
             environment when the stack has a concrete one.
         endpoints: also apply the configured endpoints' manifests. Default: True.
 
+    The aws-cdk-lib feature flags the constructs are tested with (:data:`~hyperpod_dpd.infra.feature_flags.FEATURE_FLAGS`)
+    apply to this construct's subtree whatever the app's ``cdk.json`` says; the rest of the app keeps its own.
+
     Attributes: ``network``, ``eks``, ``hyperpod``, ``inference_operator``, ``access_logs``, ``charts`` and
     ``endpoint_manifests`` (by chart id). Apply the guardrails to the app with
     :func:`hyperpod_dpd.infra.apply_guardrails`.
@@ -179,6 +183,8 @@ class HyperPodDpdPlatform(Construct):
     def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, endpoints: bool = True) -> None:
         _check_environment(scope, config)
         super().__init__(scope, id)
+        for flag, value in FEATURE_FLAGS.items():  # before the first child: the whole subtree sees them
+            self.node.set_context(flag, value)
         self.config = config
         self.network = EfaNetwork(
             self, "Network",

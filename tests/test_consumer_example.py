@@ -1,0 +1,151 @@
+"""hyperpod-dpd as a library, installed the way users install it: a wheel of the project in a fresh virtual
+environment (no editable install, no repository on the path), used by ``examples/consumer``, an app with its own
+``stacks/`` and ``infra/`` packages.
+
+The venv is new on every run; pip's cache and the pinned ``constraints.txt`` keep it to seconds, and ``--no-compile``
+skips byte-compiling aws-cdk-lib's generated code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.paths import ROOT
+
+EXAMPLE = ROOT / "examples" / "consumer"
+NODE_BIN = ROOT / "node_modules" / "node" / "bin"
+
+
+@dataclass
+class Installed:
+    venv: Path
+    app_dir: Path
+    env: dict[str, str]
+
+    def run(self, *args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(args), cwd=self.app_dir, env=self.env, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+
+    @property
+    def python(self) -> str:
+        return str(self.venv / "bin" / "python")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    base = tmp_path_factory.mktemp("consumer")
+    wheels = base / "wheels"
+    # GIVEN a wheel of the project (built offline with the pinned setuptools) ...
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+                    "--wheel-dir", str(wheels), str(ROOT)], check=True, capture_output=True, timeout=300)
+    wheel = next(wheels.glob("hyperpod_dpd-*.whl"))
+    # ... installed into a fresh venv with nothing but what the wheel declares (exact versions from constraints.txt)
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
+                    "--no-compile", "--disable-pip-version-check", str(wheel), "-c", str(ROOT / "constraints.txt")],
+                   check=True, capture_output=True, timeout=900)
+    # ... and the example app copied away from the repository
+    app_dir = base / "app"
+    shutil.copytree(EXAMPLE, app_dir)
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("HPDPD_", "PYTHON", "CDK_", "VIRTUAL_ENV"))}
+    env["PATH"] = os.pathsep.join([str(venv / "bin"), str(NODE_BIN), env.get("PATH", "")])
+    return Installed(venv, app_dir, env)
+
+
+def test_the_installed_package_is_the_wheel_and_imports_without_dev_tools(installed: Installed) -> None:
+    # WHEN every module of the distribution is imported in the fresh venv
+    script = ("import importlib, pkgutil, hyperpod_dpd\n"
+              "names = [m.name for m in pkgutil.walk_packages(hyperpod_dpd.__path__, 'hyperpod_dpd.')]\n"
+              "for name in names: importlib.import_module(name)\n"
+              "print(hyperpod_dpd.__file__); print(len(names))")
+    done = installed.run(installed.python, "-c", script)
+    # THEN all import (no runtime import needs pytest, cfn-lint or another dev-only package) from site-packages
+    assert done.returncode == 0, done.stderr[-3000:]
+    location, count = done.stdout.split()
+    assert "site-packages" in location and str(ROOT) not in location
+    assert int(count) > 60
+    assert (Path(location).parent / "py.typed").is_file()
+    # AND the dev-only tools are really absent there
+    assert installed.run(installed.python, "-c", "import cfnlint").returncode != 0
+
+
+@pytest.fixture(scope="module")
+def synthesized_example(installed: Installed) -> Path:
+    outdir = installed.app_dir / "cdk.out"
+    # WHEN the example app runs as `cdk synth` runs it (the context of its cdk.json, its own stacks/ and infra/
+    # packages on the path, ./config), in an app whose feature flags are not the project's
+    context = json.loads((installed.app_dir / "cdk.json").read_text())["context"]
+    done = subprocess.run([installed.python, "app.py"], cwd=installed.app_dir,
+                          env={**installed.env, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps(context)},
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return outdir
+
+
+def test_example_app_with_its_own_stacks_and_infra_synthesizes(synthesized_example: Path) -> None:
+    template = json.loads((synthesized_example / "Serving.template.json").read_text())
+    types = {r["Type"] for r in template["Resources"].values()}
+    # THEN the platform and the consumer's own construct share the stack
+    assert {"AWS::EC2::VPC", "AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::EKS::Addon",
+            "Custom::AWSCDK-EKS-KubernetesResource", "AWS::SNS::Topic"} <= types
+
+
+def test_example_synthesis_has_guardrail_reports_and_no_errors(synthesized_example: Path) -> None:
+    report = json.loads((synthesized_example / "validation-report.json").read_text())
+    # THEN the guardrails ran (non-empty plugin reports) and found nothing unacknowledged
+    assert {p["pluginName"] for p in report["pluginReports"]} >= {"AwsSolutions", "HyperPodDpd"}
+    assert [v for p in report["pluginReports"] for v in p["violations"]] == []
+    # AND no stack carries an error annotation
+    manifest = json.loads((synthesized_example / "manifest.json").read_text())
+    errors = [entry for artifact in manifest["artifacts"].values()
+              for entries in artifact.get("metadata", {}).values() for entry in entries
+              if entry.get("type") == "aws:cdk:error"]
+    assert errors == []
+    assert "missing" not in manifest
+
+
+def test_plan_runs_from_the_fresh_venv(installed: Installed) -> None:
+    done = installed.run(str(installed.venv / "bin" / "hpdpd"), "plan", "--model", "Llama-3.3-70B-Instruct",
+                         "--instance", "ml.p5.48xlarge", "--input-tokens", "8000", "--output-tokens", "256",
+                         "--concurrency", "8", "--output", "json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def moto_server() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def test_preflight_reads_the_consumers_config_dir(installed: Installed, moto_server: str,
+                                                  tmp_path: Path) -> None:
+    # GIVEN AWS answered by moto's server and the consumer's configuration in a directory of its own
+    env = {**installed.env, "AWS_ENDPOINT_URL": moto_server, "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_EC2_METADATA_DISABLED": "true", "HOME": str(tmp_path),
+           "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
+    # WHEN the installed command runs from elsewhere with --config-dir
+    done = subprocess.run([str(installed.venv / "bin" / "hpdpd"), "preflight", "--env", "ml-dev", "--config-dir",
+                           str(installed.app_dir / "config"), "--output", "json"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    # THEN it found the file and ran its checks (the account has nothing deployed: some fail), without a traceback
+    assert "Traceback" not in done.stderr
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    status = {c["name"]: c["status"] for c in json.loads(done.stdout)["checks"]}
+    assert status["credentials"] == "pass"
