@@ -2,19 +2,50 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Any
 
 
+class Missing(enum.Enum):
+    """The value of a key that is absent (as opposed to present with the value null)."""
+
+    MISSING = "missing"
+
+    def __repr__(self) -> str:
+        return "missing"
+
+
+MISSING = Missing.MISSING
+MAX_VALUE_WIDTH = 80
+
+
+def _literal(value: Any) -> str:
+    """A value as the YAML author would recognise it: ``null``, ``true``/``false``, ``missing`` for an absent key;
+    strings quoted, so the string ``'null'`` and the value ``null`` stay apart."""
+    if value is MISSING:
+        return "missing"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_literal(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
 def render_value(value: Any) -> str:
-    """Short, quoted rendering of a bad value for error messages."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    """Short rendering of a bad value for error messages: strings quoted, ``null`` for a null value, ``missing`` for
+    an absent key (:data:`MISSING`), ``true``/``false`` for booleans."""
+    text = _literal(value)
+    return text if len(text) <= MAX_VALUE_WIDTH else text[:MAX_VALUE_WIDTH - 3] + "..."
 
 
 @dataclass(frozen=True)
 class Issue:
-    """One problem at one field path."""
+    """One problem at one field path. ``value`` is :data:`MISSING` when the key is absent."""
 
     path: str
     value: Any

@@ -45,7 +45,8 @@ class EfaNetwork(Construct):
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
     ) -> None:
         if (create is None) == (existing is None):
-            raise ConfigError.single(None, "EfaNetwork", None, "pass exactly one of 'create' or 'existing'")
+            given = [name for name, value in (("create", create), ("existing", existing)) if value is not None]
+            raise ConfigError.single(None, "EfaNetwork", given, "pass exactly one of 'create' or 'existing'")
         if create is not None and gpu_availability_zone not in create.availability_zones:
             raise ConfigError.single(None, "EfaNetwork.gpu_availability_zone", gpu_availability_zone,
                                      f"must be one of {list(create.availability_zones)}")

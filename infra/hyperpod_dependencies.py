@@ -72,7 +72,8 @@ class HyperPodDependencies(Construct):
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
     ) -> None:
         if (repository is None) == (local_path is None):
-            raise ConfigError.single(None, "HyperPodDependencies", None, "pass exactly one of 'repository' or 'local_path'")
+            given = [name for name, value in (("repository", repository), ("local_path", local_path)) if value is not None]
+            raise ConfigError.single(None, "HyperPodDependencies", given, "pass exactly one of 'repository' or 'local_path'")
         if repository is not None and not repository.startswith("oci://"):
             raise ConfigError.single(None, "HyperPodDependencies.repository", repository, "must be an oci:// registry URL")
         if local_path is not None and not (local_path / "Chart.yaml").is_file():

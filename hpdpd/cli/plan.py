@@ -15,7 +15,7 @@ from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES,
 from hyperpod_dpd.catalogue.models import MODELS, ModelSpec, model
 from hyperpod_dpd.catalogue.operator import MAX_DECODE_REPLICAS
 from hyperpod_dpd.cli.output import print_json, print_table
-from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.errors import MISSING, ConfigError
 
 GIB = 1024**3
 
@@ -49,7 +49,7 @@ def _fail(flag: str, value: Any, message: str) -> ConfigError:
 def _required(args: argparse.Namespace, attribute: str) -> str:
     value = getattr(args, attribute)
     if value is None or not str(value).strip():
-        raise _fail("--" + attribute.replace("_", "-"), value, "is required")
+        raise _fail("--" + attribute.replace("_", "-"), MISSING if value is None else value, "is required")
     return str(value)
 
 
@@ -128,7 +128,9 @@ def _environment(name: str, instance_text: str | None) -> tuple[_Target, str]:
     source = f"config/{name}.yaml"
     groups = {role: env.hyperpod.groups(role) for role in ("prefill", "decode")}
     if instance_text is None:
-        types = sorted({g.instance_type for role in groups.values() for g in role})
+        every = [g for role in groups.values() for g in role]
+        active = [g for g in every if not g.parked] or every  # a parked group's type is not the one to plan
+        types = sorted({g.instance_type for g in active})
         if len(types) != 1:
             raise ConfigError.single(source, "hyperpod.instance_groups", types,
                                      "prefill and decode groups use different instance types; pass --instance")
@@ -141,8 +143,14 @@ def _environment(name: str, instance_text: str | None) -> tuple[_Target, str]:
             have = ", ".join(f"{g.name}: {g.count} x {g.instance_type}" for g in role_groups) or "none"
             raise ConfigError.single(source, "hyperpod.instance_groups", instance_text,
                                      f"environment {name} has no {role} group of this type ({have})")
-        counts[role] = sum(g.count for g in matching)
-        names[role] = matching[0].name
+        running = [g for g in matching if not g.parked]
+        if not running:
+            parked = ", ".join(g.name for g in matching)
+            raise ConfigError.single(source, "hyperpod.instance_groups", instance_text,
+                                     f"environment {name}'s {role} groups of this type are parked (count 0): {parked}; "
+                                     "set a count to plan against them")
+        counts[role] = sum(g.count for g in running)
+        names[role] = running[0].name
     return _Target(name=name, source=source, region=env.region, prefill_group=names["prefill"],
                    decode_group=names["decode"], prefill_nodes=counts["prefill"],
                    decode_nodes=counts["decode"]), instance_text

@@ -2,24 +2,121 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
+import types
+import typing
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationInfo, field_validator
 
 from hyperpod_dpd.catalogue.versions import AddonVersion, parse_addon_version
-from hyperpod_dpd.errors import Issue
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
+from hyperpod_dpd.config.names import ResourceName as ResourceName  # re-exported; the name types live in names
+from hyperpod_dpd.errors import MISSING, Issue
+
+NumberKind = Literal["int", "float"]
+_BOOLEANS = "YAML reads true/false, yes/no and on/off as booleans"
+
+
+class YamlOctal(int):
+    """An integer the YAML file wrote with a leading zero, such as ``010``: YAML 1.1 (PyYAML) reads it as octal (8),
+    YAML 1.2 as decimal (10). The loader keeps the text so checks can refuse the ambiguity and quote the original."""
+
+    text: str
+
+    def __new__(cls, value: int, text: str) -> YamlOctal:
+        number = super().__new__(cls, value)
+        number.text = text
+        return number
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (YamlOctal, (int(self), self.text))
+
+
+def number_problem(value: Any, kind: NumberKind) -> str | None:
+    """Why ``value`` is not a number of ``kind``, or None. Strict: no booleans, no quoted numbers, no ``2.0`` counts."""
+    what = "a whole number" if kind == "int" else "a number"
+    if isinstance(value, bool):
+        return f"must be {what}, not a boolean ({_BOOLEANS})"
+    if isinstance(value, YamlOctal):
+        return (f"is ambiguous: YAML 1.1 reads {value.text} as the octal number {int(value)}; write the number "
+                "without a leading zero")
+    if isinstance(value, int) or (kind == "float" and isinstance(value, float)):
+        return None
+    if isinstance(value, str):
+        quoted = re.fullmatch(r"\s*[-+]?\d[\d_]*(\.\d*)?\s*", value)
+        return f"must be {what}, not a string" + (" (write it without quotes)" if quoted else "")
+    if isinstance(value, float):
+        return f"must be {what} (no decimal point)"
+    return None  # lists, mappings: pydantic's own type error says what is wrong
+
+
+def _number_kind(annotation: Any) -> NumberKind | None:
+    """``int`` for int, ``Literal[1, 2]`` and their Optional forms; ``float`` for float; None for anything else."""
+    kinds: set[str] = set()
+    pending = [annotation]
+    while pending:
+        current = pending.pop()
+        origin = typing.get_origin(current)
+        if origin is Annotated:
+            pending.append(typing.get_args(current)[0])
+        elif origin in (typing.Union, types.UnionType):
+            pending.extend(typing.get_args(current))
+        elif origin is Literal:
+            args = typing.get_args(current)
+            kinds.add("int" if all(type(a) is int for a in args) else "other")
+        elif current is type(None):
+            continue
+        elif current is int:
+            kinds.add("int")
+        elif current is float:
+            kinds.add("float")
+        else:
+            kinds.add("other")
+    if not kinds or "other" in kinds:
+        return None
+    return "float" if "float" in kinds else "int"
+
+
+@functools.cache
+def number_fields(model: type[BaseModel]) -> dict[str, NumberKind]:
+    """The fields of ``model`` that take a number, and which kind."""
+    return {name: kind for name, field in model.model_fields.items()
+            if (kind := _number_kind(field.annotation)) is not None}
 
 
 class Model(BaseModel):
-    """Frozen, strict-keyed base: unknown keys are errors, objects are immutable once loaded."""
+    """Frozen, strict-keyed base: unknown keys are errors, objects are immutable once loaded.
+
+    Numbers are strict: a field that takes a number refuses a boolean (YAML reads ``yes`` as true, and pydantic
+    would read true as 1), a quoted number and an ambiguous ``010``; a whole-number field refuses ``2.0``.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        kind = number_fields(cls).get(info.field_name or "")
+        if kind is None or value is None:
+            return value
+        problem = number_problem(value, kind)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     def issues(self, root: Any, path: str) -> Iterator[Issue]:
         """Cross-field checks that need the whole environment (``root``); ``path`` prefixes field paths."""
         return iter(())
+
+    def given(self, name: str) -> Any:
+        """The value of field ``name`` for an error line: :data:`MISSING` when the key was left out."""
+        return getattr(self, name) if name in self.model_fields_set else MISSING
 
 
 def join(path: str, name: str | int) -> str:
@@ -48,19 +145,42 @@ def _cidr(value: str) -> str:
     return str(net)
 
 
-AccountId = Annotated[str, pattern(r"\d{12}", "a 12-digit AWS account id (quote it in YAML)")]
+def _account_suggestion(value: int) -> str | None:
+    """The quoted form the author most likely meant for an account id YAML read as a number."""
+    if isinstance(value, YamlOctal):
+        return value.text if re.fullmatch(r"\d{12}", value.text) else None
+    digits = str(value)
+    if value >= 0 and len(digits) == 12:
+        return digits
+    if value >= 0 and len(digits) == 11:
+        return "0" + digits  # a reader that drops the leading zero of 012345678901
+    return None
+
+
+def _account_number(value: Any) -> Any:
+    """An unquoted account id is a YAML number (and loses a leading zero or turns octal): say to quote it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return value
+    suggestion = _account_suggestion(value)
+    read = (f"YAML reads the unquoted {value.text} as the octal number {int(value)}; "
+            if isinstance(value, YamlOctal) else "")
+    if suggestion:
+        raise ValueError(f"must be a 12-digit string; {read}quote it in YAML (\"{suggestion}\")")
+    raise ValueError(f"must be a 12-digit string; {read}quote the account id in YAML, leading zeros included")
+
+
+AccountId = Annotated[str, BeforeValidator(_account_number),
+                      pattern(r"\d{12}", "a 12-digit AWS account id (quote it in YAML)")]
+
 Region = Annotated[str, pattern(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "an AWS Region code such as 'us-west-2'")]
 AvailabilityZone = Annotated[str, pattern(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]", "an Availability Zone name such as 'us-west-2a'")]
-ResourceName = Annotated[
-    str,
-    pattern(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}", "1-63 letters, digits and hyphens, starting and ending with a letter or digit"),
-]
 Cidr = Annotated[str, AfterValidator(_cidr)]
+_IAM_NAME = r"[\w+=,.@-]{1,64}"
 IamPrincipalArn = Annotated[
     str,
     pattern(
-        r"arn:aws(-cn|-us-gov)?:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+",
-        "an IAM role or user ARN such as 'arn:aws:iam::111111111111:role/PlatformAdmin'",
+        rf"arn:aws(-cn|-us-gov)?:(iam|sts)::\d{{12}}:((role|user)(/[\w+=,.@-]+)*/{_IAM_NAME}|assumed-role/{_IAM_NAME}/{_IAM_NAME})",
+        "an IAM role or user ARN such as 'arn:aws:iam::111111111111:role/PlatformAdmin' (names of at most 64 characters)",
     ),
 ]
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Iterator, Mapping
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, InstanceSpec
-from hyperpod_dpd.catalogue.models import model_by_name
 from hyperpod_dpd.catalogue.operator import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_HEALTH_CHECK_PATH,
@@ -24,102 +24,53 @@ from hyperpod_dpd.catalogue.operator import (
     DEFAULT_PD_BUFFER_SIZE,
     DEFAULT_ROUTING_THRESHOLD,
     DEFAULT_WORKER_IMAGE,
-    DOCUMENTED_IMAGE_VLLM,
     DPD_FIXED_ENVIRONMENT,
-    DPD_WORKER_IMAGES,
     INFERENCE_NAMESPACE,
-    KVAWARE_INVOCATION_PATHS,
-    KVAWARE_MIN_VLLM,
-    MANAGED_VLLM_FLAGS,
-    MAX_DECODE_REPLICAS,
-    PAYOFF_MIN_PARAMETERS_BILLION,
     PD_BUFFER_SIZE_VARIABLE,
     ROUTER_SERVICE_SUFFIX,
 )
-from hyperpod_dpd.config.base import AvailabilityZone, Cidr, Model, ResourceName, join
+from hyperpod_dpd.config.base import AvailabilityZone, Cidr, Model
+from hyperpod_dpd.config.endpoint_checks import (
+    GENERATION_LENGTH,
+    endpoint_issues,
+    endpoint_warnings,
+)
+from hyperpod_dpd.config.endpoint_checks import (
+    managed_flag_issues as managed_flag_issues,  # re-exported: k8s/ imports it from here
+)
 from hyperpod_dpd.config.hyperpod import GROUP_LABEL, ROLE_LABEL
+from hyperpod_dpd.config.names import (
+    AcmArn,
+    AmpUrl,
+    BucketName,
+    CommitSha,
+    DomainName,
+    EndpointName,
+    FsxId,
+    FsxMountName,
+    HostedZoneId,
+    HuggingFaceId,
+    InstanceGroupName,
+    Labels,
+    ModelName,
+    Namespace,
+    PlacementGroupName,
+    RegionName,
+    S3Uri,
+    SageMakerEndpointName,
+    SecretKey,
+    SubdomainName,
+    UrlPath,
+)
+from hyperpod_dpd.config.names import (
+    is_unresolved as is_unresolved,  # re-exported: k8s/ imports it from here
+)
 from hyperpod_dpd.errors import ConfigError, Issue
-from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
-
-# DPD facts the endpoint model relies on live in the catalogue (hpdpd.catalogue.operator); re-exported here.
-GENERATION_LENGTH = 6  # hex characters of the immutable-field hash in the IEC name
-MAX_LABEL_LENGTH = 63  # DNS labels: Service, container and IEC names
 
 RoutingStrategy = Literal["prefixaware", "kvaware", "session", "roundrobin"]
 DpdRole = Literal["prefill", "decode"]
 
-_TOKEN = re.compile(r"\$\{Token\[[^\]]*\]\}")
-_LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
-_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def is_unresolved(value: Any) -> bool:
-    """True for an AWS CDK string token (``${Token[...]}``), e.g. a bucket name another construct creates.
-
-    Such values are known only at deploy time, so pattern checks skip them instead of failing.
-    """
-    return isinstance(value, str) and bool(_TOKEN.search(value))
-
-
-def _checked(regex: str, what: str, *, tokens: bool = True) -> AfterValidator:
-    compiled = re.compile(regex)
-
-    def check(value: str) -> str:
-        if tokens and is_unresolved(value):
-            return value
-        if not compiled.fullmatch(value):
-            raise ValueError(f"must be {what}")
-        return value
-
-    return AfterValidator(check)
-
-
-# Names that form other names (router Service, containers, the generation hash) must be literal: no tokens.
-EndpointName = Annotated[str, _checked(
-    r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?",
-    "a DNS-1035 label: lower-case letters, digits and '-', starting with a letter (the operator's router "
-    "Service name starts with it)", tokens=False)]
-Namespace = Annotated[str, _checked(
-    r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a Kubernetes namespace: 1-63 lower-case letters, digits and '-'", tokens=False)]
-ModelName = Annotated[str, _checked(
-    r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", "1-63 letters, digits, '.', '_' and '-', starting with a letter or digit")]
-SageMakerName = Annotated[str, _checked(
-    r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}",
-    "a SageMaker endpoint name: 1-63 letters, digits and '-', starting and ending with a letter or digit")]
-BucketName = Annotated[str, _checked(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", "an S3 bucket name (3-63 lower-case characters)")]
-RegionName = Annotated[str, _checked(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "an AWS Region code such as 'us-west-2'")]
-FsxId = Annotated[str, _checked(r"fs-[0-9a-f]{8,17}", "an FSx file system id such as 'fs-0123456789abcdef0'")]
-HuggingFaceId = Annotated[str, _checked(r"[a-zA-Z0-9_.-]+/[a-zA-Z0-9_.-]+", "a Hugging Face model id 'owner/name'")]
-CommitSha = Annotated[str, _checked(r"[0-9a-f]{40}", "a 40-character lower-case commit SHA")]
-SecretName = Annotated[str, _checked(
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", "a Kubernetes Secret name (DNS-1123 subdomain)")]
-SecretKey = Annotated[str, _checked(r"[-._a-zA-Z0-9]{1,253}", "a Secret key of letters, digits, '-', '_' and '.'")]
-AcmArn = Annotated[str, _checked(
-    r"arn:aws:acm:[a-z0-9-]+:[0-9]{12}:certificate/[a-fA-F0-9-]+",
-    "an ACM certificate ARN 'arn:aws:acm:<region>:<account>:certificate/<id>' (the CRD accepts the aws partition only)")]
-DomainName = Annotated[str, _checked(
-    r"(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*",
-    "a lower-case DNS name such as 'llm.example.com'")]
-HostedZoneId = Annotated[str, _checked(r"Z[A-Z0-9]+", "a Route 53 hosted zone id such as 'Z0123456789ABCDEFGHIJ'")]
-S3Uri = Annotated[str, _checked(r"s3://([^/]+)/?(.*)", "an S3 URI such as 's3://bucket/prefix'")]
-AmpUrl = Annotated[str, _checked(
-    r"https://aps-workspaces\.[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)*\.amazonaws\.com/workspaces/ws-[a-zA-Z0-9-]+|",
-    "an Amazon Managed Prometheus workspace URL 'https://aps-workspaces.<region>.amazonaws.com/workspaces/ws-...' "
-    "or empty")]
-UrlPath = Annotated[str, _checked(r"/?[A-Za-z0-9._~/-]*", "a URL path such as 'v1/chat/completions'", tokens=False)]
-
-
-def _labels(value: dict[str, str]) -> dict[str, str]:
-    for key, label in value.items():
-        if not _LABEL_KEY.fullmatch(key):
-            raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
-        if not _LABEL_VALUE.fullmatch(str(label)):
-            raise ValueError(f"label value {label!r} of {key!r} is not a valid Kubernetes label value")
-    return value
-
-
-Labels = Annotated[dict[str, str], AfterValidator(_labels)]
 
 
 # --- model source ------------------------------------------------------------------------------------------------------
@@ -135,12 +86,12 @@ class S3Source(Model):
 class FsxSource(Model):
     file_system_id: FsxId
     path: str = ""
-    dns_name: str | None = None
-    mount_name: str | None = None
+    dns_name: DomainName | None = None
+    mount_name: FsxMountName | None = None
 
 
 class SecretKeyRef(Model):
-    name: SecretName
+    name: SubdomainName
     key: SecretKey
 
 
@@ -177,8 +128,8 @@ class ModelConfig(Model):
 # --- autoscaling (KEDA, per role) ---------------------------------------------------------------------------------------
 
 class CloudWatchTrigger(Model):
-    metric_name: str = Field(min_length=1)
-    namespace: str = Field(min_length=1)
+    metric_name: str = Field(min_length=1, max_length=255)  # CloudWatch: metric names and namespaces 1-255
+    namespace: str = Field(min_length=1, max_length=255)
     target_value: float = Field(gt=0)
     dimensions: dict[str, str] = Field(default_factory=dict)
     statistic: str = "Average"
@@ -221,7 +172,7 @@ class RoleConfig(Model):
     """One DPD role (``pdSpec.prefillSpec`` / ``decodingSpec``) and its PodDisruptionBudget."""
 
     replicas: int = Field(default=1, ge=1)
-    instance_group: ResourceName | None = None
+    instance_group: InstanceGroupName | None = None
     node_selector: Labels = Field(default_factory=dict)
     args: tuple[str, ...] = ()
     image: str | None = None
@@ -260,7 +211,7 @@ class TopologyConfig(Model):
     """Placement of both roles; ``sameAZ`` is always on (EFA KV transfer needs one AZ)."""
 
     availability_zone: AvailabilityZone | None = None
-    placement_group: str | None = None
+    placement_group: PlacementGroupName | None = None
 
 
 class TlsConfig(Model):
@@ -293,10 +244,10 @@ class IngressConfig(Model):
     """Expose the router outside the cluster through an Ingress (TLS terminated at the load balancer)."""
 
     host: DomainName
-    class_name: str = "alb"
+    class_name: SubdomainName = "alb"
     scheme: Literal["internal", "internet-facing"] = "internal"
     certificate_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[A-Za-z0-9-]+$")
-    tls_secret_name: SecretName | None = None
+    tls_secret_name: SubdomainName | None = None
     backend_protocol: Literal["HTTP", "HTTPS"] = "HTTP"
 
     @model_validator(mode="after")
@@ -350,7 +301,7 @@ class EndpointConfig(Model):
     args: tuple[str, ...] = ()
     invocation_path: UrlPath = DEFAULT_INVOCATION_PATH
     health_check_path: str = Field(default=DEFAULT_HEALTH_CHECK_PATH, pattern=r"^/.*")
-    sagemaker_endpoint_name: SageMakerName | None = None
+    sagemaker_endpoint_name: SageMakerEndpointName | None = None
     topology: TopologyConfig = TopologyConfig()
     request_limits: RequestLimits | None = None
     metrics: MetricsConfig = MetricsConfig()
@@ -449,177 +400,20 @@ class EndpointConfig(Model):
     def node_selector(self, role: DpdRole) -> dict[str, str]:
         """HyperPod node labels of the role's instance group (every node carries them), plus extra labels."""
         config = self.role(role)
-        selector = {ROLE_LABEL: role}
+        selector: dict[str, str] = {ROLE_LABEL: role}
         if config.instance_group:
             selector[GROUP_LABEL] = config.instance_group
         return {**config.node_selector, **selector}
 
-    # -- checks ----------------------------------------------------------------------------------------------------------
+    # -- checks (hyperpod_dpd.config.endpoint_checks) -----------------------------------------------------------------
 
     def issues(self, root: Any, path: str) -> Iterator[Issue]:
         """Errors; ``root`` is the environment (or ``None`` for an endpoint built in Python without one)."""
-        yield from self._local_issues(path)
-        if root is not None:
-            yield from self._environment_issues(root, path)
-
-    def _local_issues(self, path: str) -> Iterator[Issue]:
-        gpus = self.instance.gpu_count
-        if self.tensor_parallel_size is not None:
-            divisors = [d for d in range(1, gpus + 1) if gpus % d == 0]
-            if self.tensor_parallel_size > gpus:
-                yield Issue(join(path, "tensor_parallel_size"), self.tensor_parallel_size,
-                            f"exceeds the {gpus} GPUs of {self.instance_type}; allowed: {divisors}")
-            elif gpus % self.tensor_parallel_size:
-                yield Issue(join(path, "tensor_parallel_size"), self.tensor_parallel_size,
-                            f"must divide the {gpus} GPUs of {self.instance_type}; allowed: {divisors}")
-        yield from self._decode_issues(path)
-        if self.routing.strategy == "kvaware" and self.invocation_path.strip("/") not in KVAWARE_INVOCATION_PATHS:
-            yield Issue(join(path, "invocation_path"), self.invocation_path,
-                        "routing strategy 'kvaware' supports only the completions API; use '/completions' "
-                        "(or 'v1/completions'), or another strategy for '/v1/chat/completions'")
-        service = self.router_service_name
-        if len(service) > MAX_LABEL_LENGTH:
-            room = MAX_LABEL_LENGTH - len(ROUTER_SERVICE_SUFFIX) - GENERATION_LENGTH - 2
-            yield Issue(join(path, "name"), self.name,
-                        f"with namespace '{self.namespace}' the operator's router Service '{service}' would have "
-                        f"{len(service)} characters (Service names allow {MAX_LABEL_LENGTH}); name and namespace "
-                        f"may total at most {room} characters")
-        prefill_image, decode_image = self.role_image("prefill"), self.role_image("decode")
-        if prefill_image != decode_image:
-            role, other = ("decode", "prefill") if self.decode.image else ("prefill", "decode")
-            yield Issue(join(path, f"{role}.image"), self.role_image(role),
-                        f"must equal the {other} image ({self.role_image(other)}): prefiller and decoder must run the "
-                        "same image (the IEC has one worker.image; LMCache and NIXL versions must match)")
-        yield from self._environment_variable_issues(path)
-        for where, args in (("args", self.args), ("prefill.args", self.prefill.args), ("decode.args", self.decode.args)):
-            yield from managed_flag_issues(join(path, where), args)
-        for role in ("prefill", "decode"):
-            config = self.role(role)
-            scaling = config.autoscaling
-            if scaling and not scaling.min_replicas <= config.replicas <= scaling.max_replicas:
-                yield Issue(join(path, f"{role}.replicas"), config.replicas,
-                            f"must be between autoscaling.min_replicas ({scaling.min_replicas}) and "
-                            f"max_replicas ({scaling.max_replicas})")
-        gpu_memory = (self.instance.gpu.memory_gib if self.instance.gpu else 0) * 1024**3
-        if self.pd_buffer_size >= gpu_memory:
-            yield Issue(join(path, "pd_buffer_size"), self.pd_buffer_size,
-                        f"must be smaller than one GPU's memory ({self.instance.gpu.memory_gib:g} GiB on "  # type: ignore[union-attr]
-                        f"{self.instance_type}); it is allocated per tensor-parallel rank on the decoder")
-
-    def _decode_issues(self, path: str) -> Iterator[Issue]:
-        if self.decode.allow_multiple_replicas:
-            return
-        why = (f"the HyperPod Inference Operator supports {MAX_DECODE_REPLICAS} decoder per endpoint today; add prefill "
-               "replicas or raise pd_buffer_size instead, or set decode.allow_multiple_replicas: true for an operator "
-               "that runs several decoders")
-        if self.decode.replicas > MAX_DECODE_REPLICAS:
-            yield Issue(join(path, "decode.replicas"), self.decode.replicas, why)
-        scaling = self.decode.autoscaling
-        if scaling and scaling.max_replicas > MAX_DECODE_REPLICAS:
-            yield Issue(join(path, "decode.autoscaling.max_replicas"), scaling.max_replicas, why)
-
-    def _environment_variable_issues(self, path: str) -> Iterator[Issue]:
-        for key, value in self.environment.items():
-            where = join(join(path, "environment"), key)
-            if key == PD_BUFFER_SIZE_VARIABLE:
-                yield Issue(where, value, "set the typed field pd_buffer_size instead")
-            elif key in DPD_FIXED_ENVIRONMENT and value != DPD_FIXED_ENVIRONMENT[key]:
-                yield Issue(where, value,
-                            f"must be '{DPD_FIXED_ENVIRONMENT[key]}' for DPD (hyperpod-dpd sets it; prefiller and "
-                            "decoder must agree or KV cache lookups miss)")
-
-    def _environment_issues(self, root: Any, path: str) -> Iterator[Issue]:
-        yield from self._group_issues(root, path)
-        zone = self.topology.availability_zone
-        if zone is not None and zone != root.network.gpu_availability_zone:
-            yield Issue(join(path, "topology.availability_zone"), zone,
-                        f"must be network.gpu_availability_zone ({root.network.gpu_availability_zone}), the AZ of "
-                        "the prefill and decode groups")
-        endpoints = list(root.endpoints)
-        index = next((i for i, e in enumerate(endpoints) if e is self), len(endpoints))
-        for earlier, other in enumerate(endpoints[:index]):
-            if other.name == self.name:
-                yield Issue(join(path, "name"), self.name,
-                            f"duplicate endpoint name (also endpoints[{earlier}]); names must be unique")
-            elif other.namespace == self.namespace:
-                yield Issue(join(path, "namespace"), self.namespace,
-                            f"already holds endpoints[{earlier}] ({other.name}); one DPD endpoint per namespace, "
-                            "because the operator labels pods only by DPD role, so the router chart's "
-                            "PodDisruptionBudgets and NetworkPolicies cannot tell two endpoints apart")
-
-    def _group_issues(self, root: Any, path: str) -> Iterator[Issue]:
-        """Roles against the HyperPod groups; skipped while the groups themselves are invalid (root cause alone)."""
-        if next(iter(root.hyperpod.issues(root, "hyperpod")), None) is not None:
-            return
-        groups = {g.name: g for g in root.hyperpod.instance_groups}
-        for role in ("prefill", "decode"):
-            config = self.role(role)
-            if config.instance_group is None:
-                continue
-            where = join(path, f"{role}.instance_group")
-            group = groups.get(config.instance_group)
-            if group is None:
-                yield Issue(where, config.instance_group,
-                            f"is not an instance group of hyperpod.instance_groups; known: {', '.join(groups)}")
-            elif group.role != role:
-                yield Issue(where, config.instance_group, f"is a '{group.role}' group; a {role} role needs a '{role}' group")
-            elif group.instance_type != self.instance_type:
-                yield Issue(where, config.instance_group,
-                            f"runs {group.instance_type}, but the endpoint's instance_type is {self.instance_type}")
-            else:
-                per_node = self.instance.gpu_count // self.gpus_per_pod
-                if per_node == 0:
-                    continue  # tensor_parallel_size exceeds the instance's GPUs: reported by the local checks
-                nodes = math.ceil(config.replicas / per_node)
-                if nodes > group.count:
-                    yield Issue(join(path, f"{role}.replicas"), config.replicas,
-                                f"needs {nodes} nodes ({per_node} pod(s) of {self.gpus_per_pod} GPUs per node), but "
-                                f"instance group '{group.name}' has count {group.count}")
+        return endpoint_issues(self, root, path)
 
     def warnings(self) -> list[Issue]:
         """Valid but doubtful choices, where the docs say DPD will not pay off or may not work."""
-        found: list[Issue] = []
-        known = model_by_name(self.model.name)
-        billions = self.model.parameters_billion or (known.parameters / 1e9 if known else None)
-        if billions is not None and billions < PAYOFF_MIN_PARAMETERS_BILLION:
-            found.append(Issue("model.parameters_billion", billions,
-                               f"DPD pays off for dense models of {PAYOFF_MIN_PARAMETERS_BILLION}B+ parameters; "
-                               "a smaller model gains little over colocated serving"))
-        elif known is not None and known.is_moe:
-            found.append(Issue("model.name", self.model.name,
-                               f"is a mixture-of-experts model ({known.active_parameters / 1e9:.0f}B active); the DPD "
-                               "documentation expects little gain for MoE models (run 'hpdpd plan' to check)"))
-        threshold = self.routing.threshold
-        if self.max_model_len is not None and 0 < threshold and self.max_model_len < threshold:
-            found.append(Issue("max_model_len", self.max_model_len,
-                               f"is below routing.threshold ({threshold}): no prompt reaches the threshold, so no "
-                               "request is ever disaggregated"))
-        image = self.worker_image
-        if not is_unresolved(image) and image not in DPD_WORKER_IMAGES:
-            found.append(Issue("image", image,
-                               "is not a documented DPD image (it must ship LMCache, NIXL and the EFA libfabric "
-                               f"provider); documented: {', '.join(DPD_WORKER_IMAGES)}"))
-        elif self.routing.strategy == "kvaware":
-            found.append(Issue("routing.strategy", "kvaware",
-                               f"needs vLLM >= {KVAWARE_MIN_VLLM}, but the documented DPD images ship vLLM "
-                               f"{DOCUMENTED_IMAGE_VLLM}"))
-        router = self.router
-        if self.sagemaker_endpoint_name and router.network_policy and not router.allowed_cidrs:
-            found.append(Issue("router.allowed_cidrs", [],
-                               "a SageMaker endpoint reaches the model through the operator's load balancer; if that "
-                               "targets the router, the router NetworkPolicy blocks it unless the load balancer's "
-                               "addresses (e.g. the VPC CIDR) are listed here"))
-        return found
-
-
-def managed_flag_issues(path: str, args: tuple[str, ...] | list[str]) -> Iterator[Issue]:
-    """Free-form vLLM args must not set the flags the toolkit derives from typed fields."""
-    for index, arg in enumerate(args):
-        flag = arg.split("=", 1)[0]
-        if flag in MANAGED_VLLM_FLAGS:
-            yield Issue(join(path, index), arg,
-                        f"is set by hyperpod-dpd ({', '.join(MANAGED_VLLM_FLAGS)} come from typed fields such as "
-                        "tensor_parallel_size)")
+        return endpoint_warnings(self)
 
 
 def parse_endpoint(data: Mapping[str, Any], *, source: str = "endpoint") -> EndpointConfig:

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES
 from hyperpod_dpd.catalogue.versions import HYPERPOD_CHART_VERSION
-from hyperpod_dpd.config.base import AvailabilityZone, Model, ResourceName, join
+from hyperpod_dpd.config.base import AvailabilityZone, Model, join
+from hyperpod_dpd.config.names import (
+    HyperPodClusterName,
+    InstanceGroupName,
+    bucket_name_problem,
+    label_key_problem,
+    label_value_problem,
+)
 from hyperpod_dpd.errors import Issue
-from pydantic import Field, field_validator, model_validator
 
 Role = Literal["prefill", "decode", "system"]
 GPU_ROLES: frozenset[str] = frozenset({"prefill", "decode"})
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
 
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+MAX_INSTANCES = 6758  # InstanceCount and MinInstanceCount of AWS::SageMaker::Cluster: 0-6758
 # Label keys the toolkit sets itself so endpoints can select prefill and decode nodes.
 ROLE_LABEL = "hyperpod-dpd/role"
 GROUP_LABEL = "hyperpod-dpd/instance-group"
@@ -31,17 +37,38 @@ class Taint(Model):
     @field_validator("key")
     @classmethod
     def _key(cls, value: str) -> str:
-        if not _LABEL_KEY.match(value) or len(value) > 316:
-            raise ValueError("must be a Kubernetes label key such as 'example.com/pool'")
+        problem = label_key_problem(value)
+        if problem:
+            raise ValueError(f"must be a Kubernetes taint key such as 'example.com/pool' ({problem})")
+        return value
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, value: str | None, info: ValidationInfo) -> str | None:
+        problem = None if value is None else label_value_problem(info.data.get("key", "key"), value)
+        if problem:
+            raise ValueError(f"must be a Kubernetes taint value ({problem})")
         return value
 
 
+def allowed_types(role: str | None) -> tuple[str, Mapping[str, Any]]:
+    """What a group of ``role`` may run (``<rule>; allowed: <types>``); every known type when the role is invalid."""
+    if role in GPU_ROLES:
+        return f"a {role} group needs a DPD-capable EFA GPU type", DPD_INSTANCE_TYPES
+    if role == "system":
+        return "a system group takes an x86_64 CPU type", SYSTEM_INSTANCE_TYPES
+    return "", INSTANCE_TYPES
+
+
 class InstanceGroup(Model):
-    name: ResourceName
+    """One HyperPod instance group. ``count: 0`` parks a prefill or decode group: the group (and its settings) stays
+    in the cluster with no instances, until its count is raised again. A system group always keeps a node."""
+
+    name: InstanceGroupName
     role: Role
     instance_type: str
-    count: int = Field(ge=1, le=6758)
-    min_count: int | None = Field(default=None, ge=0, le=6758)
+    count: int = Field(ge=0, le=MAX_INSTANCES)
+    min_count: int | None = Field(default=None, ge=0, le=MAX_INSTANCES)
     ebs_volume_gb: int = Field(default=500, ge=1, le=16384)
     deep_health_checks: tuple[DeepHealthCheck, ...] | None = None
     labels: dict[str, str] = Field(default_factory=dict)
@@ -52,28 +79,46 @@ class InstanceGroup(Model):
 
     @field_validator("instance_type")
     @classmethod
-    def _instance_type(cls, value: str) -> str:
-        if value not in INSTANCE_TYPES:
-            raise ValueError(f"is not a HyperPod instance type known to hyperpod-dpd; allowed: {', '.join(INSTANCE_TYPES)}")
+    def _instance_type(cls, value: str, info: ValidationInfo) -> str:
+        if value in INSTANCE_TYPES:
+            return value  # a known type of the wrong role: reported by issues() with the role's types
+        rule, allowed = allowed_types(info.data.get("role"))
+        meant = next((t for t in allowed if t.removeprefix("ml.") == value.strip().lower().removeprefix("ml.")), None)
+        hint = f" (did you mean {meant!r}?)" if meant else ""
+        why = "; ".join(part for part in (f"is not a HyperPod instance type known to hyperpod-dpd{hint}", rule) if part)
+        raise ValueError(f"{why}; allowed: {', '.join(allowed)}")
+
+    @field_validator("count")
+    @classmethod
+    def _system_keeps_a_node(cls, value: int, info: ValidationInfo) -> int:
+        if value == 0 and info.data.get("role") == "system":
+            raise ValueError("a system group must keep at least 1 node; only prefill and decode groups can be parked "
+                             "with count 0")
+        return value
+
+    @field_validator("min_count")
+    @classmethod
+    def _min_count(cls, value: int | None, info: ValidationInfo) -> int | None:
+        count = info.data.get("count")
+        if value is not None and count is not None and value > count:
+            raise ValueError(f"must not exceed count ({count})")
         return value
 
     @field_validator("labels")
     @classmethod
     def _labels(cls, value: dict[str, str]) -> dict[str, str]:
         for key, label in value.items():
-            if not _LABEL_KEY.match(key):
-                raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
-            if not _LABEL_VALUE.match(str(label)):
-                raise ValueError(f"label value {label!r} of {key!r} is not a valid Kubernetes label value")
+            problem = label_key_problem(key) or label_value_problem(key, label)
+            if problem:
+                raise ValueError(problem)
             if key in (ROLE_LABEL, GROUP_LABEL):
                 raise ValueError(f"label {key!r} is set by hyperpod-dpd from the group's role and name")
         return value
 
-    @model_validator(mode="after")
-    def _min_count(self) -> InstanceGroup:
-        if self.min_count is not None and self.min_count > self.count:
-            raise ValueError(f"min_count ({self.min_count}) must not exceed count ({self.count})")
-        return self
+    @property
+    def parked(self) -> bool:
+        """A GPU group kept at count 0: in the cluster, with no instances (and no room for endpoints)."""
+        return self.count == 0
 
     @property
     def is_gpu(self) -> bool:
@@ -92,19 +137,16 @@ class InstanceGroup(Model):
 
     def issues(self, root: Any, path: str) -> Iterator[Issue]:
         spec = INSTANCE_TYPES[self.instance_type]
-        if self.is_gpu and self.instance_type not in DPD_INSTANCE_TYPES:
-            yield Issue(join(path, "instance_type"), self.instance_type,
-                        f"a {self.role} group needs a DPD-capable EFA GPU type; allowed: {', '.join(DPD_INSTANCE_TYPES)}")
-        if self.role == "system" and self.instance_type not in SYSTEM_INSTANCE_TYPES:
-            yield Issue(join(path, "instance_type"), self.instance_type,
-                        "a system group takes an x86_64 CPU type; allowed: " + ", ".join(SYSTEM_INSTANCE_TYPES))
+        rule, allowed = allowed_types(self.role)
+        if self.instance_type not in allowed:
+            yield Issue(join(path, "instance_type"), self.instance_type, f"{rule}; allowed: {', '.join(allowed)}")
         if self.deep_health_checks and not spec.is_gpu:
             yield Issue(join(path, "deep_health_checks"), list(self.deep_health_checks),
                         "deep health checks run only on GPU instances; remove them from CPU groups")
         if root.region not in spec.priced_regions and not self.training_plan_arn:
             if spec.is_gpu:
                 offered = ", ".join(sorted(spec.priced_regions)) or "no Region; capacity blocks only"
-                yield Issue(join(path, "training_plan_arn"), None,
+                yield Issue(join(path, "training_plan_arn"), self.given("training_plan_arn"),
                             f"{self.instance_type} is not offered on demand in {root.region}; set a training plan ARN "
                             f"(on demand in: {offered})")
             else:
@@ -138,7 +180,7 @@ class DependenciesChart(Model):
 
 
 class HyperPodConfig(Model):
-    cluster_name: ResourceName
+    cluster_name: HyperPodClusterName
     node_recovery: Literal["Automatic", "None"] = "Automatic"
     node_provisioning_mode: Literal["Continuous"] | None = "Continuous"
     dependencies_chart: DependenciesChart
@@ -174,10 +216,11 @@ class HyperPodConfig(Model):
                             f"needs at least one '{needed}' group for disaggregated serving")
         if self.lifecycle_bucket_name is not None:
             name = self.lifecycle_bucket_name
-            if not name.startswith("sagemaker-") or not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", name):
+            problem = bucket_name_problem(name)
+            if problem or not name.startswith("sagemaker-"):
                 yield Issue(join(path, "lifecycle_bucket_name"), name,
-                            "must be a valid S3 bucket name (3-63 lower-case characters) starting with 'sagemaker-' "
-                            "(the HyperPod instance policy reads only sagemaker-* buckets)")
+                            problem or "must be a valid S3 bucket name starting with 'sagemaker-' (the HyperPod "
+                                       "instance policy reads only sagemaker-* buckets)")
 
     def groups(self, role: str) -> tuple[InstanceGroup, ...]:
         return tuple(g for g in self.instance_groups if g.role == role)

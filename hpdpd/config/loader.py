@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hyperpod_dpd.config.environment import EnvironmentConfig
-from hyperpod_dpd.errors import ConfigError, Issue
 from pydantic import BaseModel, ValidationError
+
+from hyperpod_dpd.config.base import YamlOctal
+from hyperpod_dpd.config.environment import EnvironmentConfig
+from hyperpod_dpd.errors import MISSING, ConfigError, Issue
 
 CONFIG_DIR_VARIABLE = "HPDPD_CONFIG_DIR"
 
@@ -43,7 +45,17 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
     return mapping
 
 
+_OCTAL = re.compile(r"[-+]?0[0-7_]+")
+
+
+def _construct_int(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> int:
+    """YAML 1.1 reads ``010`` as octal 8 (YAML 1.2: decimal 10); keep the text so the checks can refuse it."""
+    value = loader.construct_yaml_int(node)
+    return YamlOctal(value, node.value) if _OCTAL.fullmatch(node.value) else value
+
+
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def _display(path: Path) -> str:
@@ -110,7 +122,7 @@ def issues_from_validation(error: ValidationError, model: type[BaseModel]) -> li
             allowed = _allowed_keys(model, loc[:-1]) or []
             issues.append(Issue(_path(loc), loc[-1], f"unknown key; allowed keys here: {', '.join(allowed)}"))
         elif kind == "missing":
-            issues.append(Issue(_path(loc), None, "is required"))
+            issues.append(Issue(_path(loc), MISSING, "is required"))
         else:
             message = item["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
             issues.append(Issue(_path(loc), item.get("input"), message))
@@ -127,9 +139,13 @@ def read_yaml(path: Path) -> Any:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        where = f"line {mark.line + 1}" if mark else "<file>"
+        lines = text.splitlines()
+        if mark is not None:
+            where, value = f"line {mark.line + 1}", lines[mark.line].strip() if mark.line < len(lines) else ""
+        else:
+            where, value = "<file>", str(path)
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError.single(source, where, None, f"invalid YAML: {problem}") from None
+        raise ConfigError.single(source, where, value, f"invalid YAML: {problem}") from None
 
 
 def parse_environment(data: Any, *, name: str, source: str, base_dir: Path) -> EnvironmentConfig:

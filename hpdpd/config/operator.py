@@ -6,6 +6,8 @@ import re
 from collections.abc import Iterator
 from typing import Annotated, Any
 
+from pydantic import Field, field_validator
+
 from hyperpod_dpd.catalogue.operator import (
     DEFAULT_OPERATOR,
     DPD_MINIMUM_OPERATOR,
@@ -18,17 +20,8 @@ from hyperpod_dpd.catalogue.operator import (
 )
 from hyperpod_dpd.catalogue.versions import parse_addon_version
 from hyperpod_dpd.config.base import Model, Region, addon_version_issues, join, quoted_choice
+from hyperpod_dpd.config.names import bucket_name_problem
 from hyperpod_dpd.errors import Issue
-from pydantic import Field, field_validator
-
-_BUCKET = re.compile(r"^(?!xn--)(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-
-
-def bucket_name_problem(name: str) -> str | None:
-    """Why ``name`` is not a valid general-purpose S3 bucket name, or None."""
-    if not _BUCKET.match(name) or name.endswith("-s3alias") or re.fullmatch(r"\d+\.\d+\.\d+\.\d+", name):
-        return "must be a valid S3 bucket name: 3-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit"
-    return None
 
 
 class ModelBucket(Model):

@@ -12,6 +12,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
+from pydantic import Field, ValidationError
+
 from hyperpod_dpd.config.base import AccountId, Model, Region, join, pattern
 from hyperpod_dpd.config.environment import EnvironmentConfig
 from hyperpod_dpd.config.loader import (
@@ -25,7 +27,6 @@ from hyperpod_dpd.config.loader import (
     config_dir as resolve_config_dir,
 )
 from hyperpod_dpd.errors import ConfigError, Issue
-from pydantic import Field, ValidationError
 
 PIPELINE_FILE = "pipeline.yaml"
 DEFAULT_PIPELINE_NAME = "hpdpd-pipeline"
@@ -114,7 +115,7 @@ class PipelineConfig(Model):
                             f"the checks role name {self.checks_role_name(promotion.name)!r} would exceed "
                             f"{MAX_ROLE_NAME} characters; shorten the pipeline name or the environment name")
             if promotion.smoke and promotion.checks_role_arn is None:
-                yield Issue(join(where, "checks_role_arn"), None,
+                yield Issue(join(where, "checks_role_arn"), promotion.given("checks_role_arn"),
                             "is required when smoke is true: the read-only CDK lookup role cannot call "
                             "sagemaker:InvokeEndpointWithResponseStream; see the README section 'Enable smoke tests for an environment'")
 

@@ -5,6 +5,9 @@ node up front (its default ``WARM_ENI_TARGET=1``: the node's address plus a warm
 still has to launch needs ``Ipv4AddressesPerInterface`` of its EC2 type (50 on ml.p5.48xlarge, 15 on
 ml.m7i.2xlarge); nodes an existing cluster already runs are not counted again. The check fails when the subnet's
 ``AvailableIpAddressCount`` is below that sum.
+
+Parked groups (``count: 0``) launch nothing: they need no quota, no offering in the AZ and no addresses, so every
+check here looks at the groups that have instances only.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from hyperpod_dpd.ops.clusters import HyperPodState
 from hyperpod_dpd.ops.quotas import QUOTA_SUFFIX, SERVICE_CODE, cluster_quotas, quota_name
 
 if TYPE_CHECKING:
-    from hyperpod_dpd.config import EnvironmentConfig
+    from hyperpod_dpd.config import EnvironmentConfig, InstanceGroup
 
 OFFERING_PERMISSION = "ec2:DescribeInstanceTypeOfferings"
 SUBNET_PERMISSIONS = "ec2:DescribeSubnets and ec2:DescribeInstanceTypes"
@@ -29,10 +32,15 @@ RESERVED_PER_SUBNET = 5  # AWS reserves the first four and the last address of e
 FALLBACK_IPS_PER_NODE = 50
 
 
+def active_groups(env: EnvironmentConfig) -> tuple[InstanceGroup, ...]:
+    """The instance groups that have instances: every group but the parked ones (``count: 0``)."""
+    return tuple(g for g in env.hyperpod.instance_groups if not g.parked)
+
+
 def configured_counts(env: EnvironmentConfig) -> dict[str, int]:
-    """Configured instances per HyperPod instance type, summed over groups."""
+    """Configured instances per HyperPod instance type, summed over groups; a type only parked groups use is absent."""
     counts: dict[str, int] = defaultdict(int)
-    for group in env.hyperpod.instance_groups:
+    for group in active_groups(env):
         counts[group.instance_type] += group.count
     return dict(counts)
 
@@ -61,13 +69,13 @@ def quota_checks(env: EnvironmentConfig, service_quotas: Any) -> Iterator[Check]
 
 def _zones(env: EnvironmentConfig) -> dict[str, set[str]]:
     zones: dict[str, set[str]] = defaultdict(set)
-    for group in env.hyperpod.instance_groups:
+    for group in active_groups(env):
         zones[group.availability_zone or env.network.gpu_availability_zone].add(group.instance_type)
     return zones
 
 
 def offering_checks(env: EnvironmentConfig, ec2: Any) -> Iterator[Check]:
-    plans = {g.instance_type for g in env.hyperpod.instance_groups if g.training_plan_arn}
+    plans = {g.instance_type for g in active_groups(env) if g.training_plan_arn}
     for zone, types in sorted(_zones(env).items()):
         ec2_names = {INSTANCE_TYPES[t].ec2_name: t for t in types}
         offered: set[str] = set()
@@ -90,7 +98,7 @@ def offering_checks(env: EnvironmentConfig, ec2: Any) -> Iterator[Check]:
 
 def ips_per_node(env: EnvironmentConfig, ec2: Any) -> dict[str, int]:
     """Addresses one node of each configured type claims (EC2's ``Ipv4AddressesPerInterface``)."""
-    names = {INSTANCE_TYPES[g.instance_type].ec2_name: g.instance_type for g in env.hyperpod.instance_groups}
+    names = {INSTANCE_TYPES[g.instance_type].ec2_name: g.instance_type for g in active_groups(env)}
     found: dict[str, int] = {}
     for page in ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=sorted(names)):
         for info in page.get("InstanceTypes", []):
@@ -101,8 +109,9 @@ def ips_per_node(env: EnvironmentConfig, ec2: Any) -> dict[str, int]:
 def needed_ips(env: EnvironmentConfig, per_node: dict[str, int], cluster: HyperPodState | None) -> tuple[int, int]:
     """(addresses needed, nodes still to launch) for the configured groups, minus nodes already running."""
     running = cluster.current_counts() if cluster else {}
-    nodes = {g.name: max(0, g.count - running.get(g.name, 0)) for g in env.hyperpod.instance_groups}
-    total = sum(nodes[g.name] * per_node[g.instance_type] for g in env.hyperpod.instance_groups)
+    groups = active_groups(env)
+    nodes = {g.name: max(0, g.count - running.get(g.name, 0)) for g in groups}
+    total = sum(nodes[g.name] * per_node[g.instance_type] for g in groups)
     return total, sum(nodes.values())
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
+
 from hyperpod_dpd.config import CreateVpc, ExistingSubnet, ExistingVpc
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra.efa_network import EfaNetwork
@@ -121,7 +122,7 @@ def test_existing_vpc_is_adopted_without_creating_one() -> None:
 
 def test_exactly_one_of_create_or_existing_is_required() -> None:
     stack = cdk.Stack(cdk.App(), "Bad")
-    with pytest.raises(ConfigError, match="pass exactly one of 'create' or 'existing'"):
+    with pytest.raises(ConfigError, match=r"EfaNetwork: \[\]: pass exactly one of 'create' or 'existing'"):
         EfaNetwork(stack, "Network", gpu_availability_zone="us-west-2a")
 
 

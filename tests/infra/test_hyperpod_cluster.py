@@ -8,8 +8,11 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
+
 from hyperpod_dpd.config import InstanceGroup
 from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra.guardrails.rules import RULES, Settings
+from hyperpod_dpd.infra.guardrails.templates import StageTemplates
 from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
 
 
@@ -161,6 +164,25 @@ def test_type_priced_in_region_needs_no_acknowledgment(cdk_context: dict[str, An
     template = app.synth().get_stack_by_name("Hp").template
     assert "Metadata" not in template["Resources"][cdk.Stack.of(cluster).get_logical_id(cluster.resource)]
     assert not [m for m in cluster.resource.node.metadata if "E3644" in json.dumps(m.data)]
+
+
+def test_a_parked_gpu_group_synthesizes_with_instance_count_zero_and_passes_the_guardrails(
+        cdk_context: dict[str, Any]) -> None:
+    # GIVEN a parked prefill group (count 0, min_count 0) next to an active decode group, CDK validation switched on
+    parked = _group(count=0, min_count=0)
+    app, cluster = _cluster_stack("us-west-2", [parked, _group(name="decode", role="decode")], cdk_context)
+    # WHEN it is synthesized (construct checks, CloudFormation schema validation)
+    template = app.synth().get_stack_by_name("Hp").template
+    # THEN the parked group is in the cluster with InstanceCount 0, its labels and health checks kept for later
+    props = template["Resources"][cdk.Stack.of(cluster).get_logical_id(cluster.resource)]["Properties"]
+    groups = {g["InstanceGroupName"]: g for g in props["InstanceGroups"]}
+    assert (groups["prefill"]["InstanceCount"], groups["prefill"]["MinInstanceCount"]) == (0, 0)
+    assert groups["prefill"]["KubernetesConfig"]["Labels"]["hyperpod-dpd/role"] == "prefill"
+    assert groups["prefill"]["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    assert groups["decode"]["InstanceCount"] == 1
+    # AND none of the toolkit's HyperPod guardrail rules objects to a group without instances
+    stage = StageTemplates.from_dicts({"scratch/hp": template})
+    assert [f for rule in RULES if rule.id.startswith("HPDPD-HP") for f in rule.check(stage, Settings())] == []
 
 
 def test_cdk_validation_rejects_an_unacknowledged_unknown_type(cdk_context: dict[str, Any]) -> None:

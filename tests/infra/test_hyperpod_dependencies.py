@@ -13,6 +13,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Template
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
+
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra.hyperpod_dependencies import DependencyComponents, HyperPodDependencies
 
@@ -106,7 +107,7 @@ def test_local_chart_directory_is_shipped_as_an_asset(cluster: eks.Cluster, tmp_
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({}, "pass exactly one of 'repository' or 'local_path'"),
+    ({}, r"HyperPodDependencies: \[\]: pass exactly one of 'repository' or 'local_path'"),
     ({"repository": "https://example.com/charts"}, "repository: 'https://example.com/charts': must be an oci:// registry URL"),
     ({"local_path": Path("/nonexistent/chart")}, "local_path: '/nonexistent/chart': must be a chart directory"),
     ({"repository": "oci://r.example.com/x", "gpu_instance_types": ["ml.m5.large"]}, "must list at least one GPU instance type"),

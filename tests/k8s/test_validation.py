@@ -9,6 +9,7 @@ from typing import Any
 import cdk8s
 import pytest
 from cdk8s_plus_35 import k8s as kube
+
 from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.k8s.charts import ValidatedChart
@@ -51,7 +52,7 @@ def test_a_rendered_endpoint_is_valid(iec_manifest: Manifest) -> None:
     (lambda m: m["spec"]["pdSpec"].__setitem__("routingThreshold", -1),
      "spec.pdSpec.routingThreshold: -1: -1 is less than the minimum of 0"),
     (lambda m: m["spec"].pop("modelName"),
-     "spec.modelName: None: is required by the CRD schema"),
+     "spec.modelName: null: is required by the CRD schema"),
     (lambda m: m["spec"]["intelligentRoutingSpec"].__setitem__("routingStrategy", "leastload"),
      "spec.intelligentRoutingSpec.routingStrategy: 'leastload': 'leastload' is not one of"),
     (lambda m: m["spec"]["pdSpec"]["prefillSpec"].__setitem__("replicas", "two"),

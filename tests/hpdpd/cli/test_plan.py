@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+
 from hyperpod_dpd.cli.main import main
 
 BASE = ["plan", "--model", "Llama-3.3-70B", "--instance", "ml.p5.48xlarge", "--input-tokens", "8192",
@@ -100,6 +102,41 @@ def test_env_refuses_an_instance_type_it_does_not_have(capsys: pytest.CaptureFix
                    "has no prefill group of this type (prefill: 1 x ml.p5.48xlarge)\n")
 
 
+def _with_parked_prefill(write_config: Any, monkeypatch: pytest.MonkeyPatch, *, spare_only: bool) -> None:
+    """dev.yaml with a parked prefill group 'prefill-spare' listed first; ``spare_only`` parks 'prefill' too."""
+    def park(data: dict[str, Any]) -> None:
+        groups = data["hyperpod"]["instance_groups"]
+        prefill = next(g for g in groups if g["name"] == "prefill")
+        groups.insert(1, dict(prefill, name="prefill-spare", count=0))
+        if spare_only:
+            prefill["count"] = 0
+            del data["endpoints"]
+
+    monkeypatch.setenv("HPDPD_CONFIG_DIR", str(write_config(park)))
+
+
+def test_env_plans_on_the_groups_that_have_nodes_not_on_a_parked_one(capsys: pytest.CaptureFixture[str],
+                                                                     write_config: Any,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN dev with a parked prefill group listed before the active one
+    _with_parked_prefill(write_config, monkeypatch, spare_only=False)
+    # WHEN an endpoint block is planned for it
+    code, out, _ = _run(capsys, "plan", "--model", "Llama-3.3-70B", "--env", "dev", "--input-tokens", "8192",
+                        "--output-tokens", "512", "--concurrency", "32", "--emit-endpoint")
+    # THEN the block names the active group, with its node count, so the pasted block loads
+    assert code == 0
+    assert yaml.safe_load(out)["endpoints"][0]["prefill"] == {"replicas": 1, "instance_group": "prefill"}
+
+
+def test_env_whose_prefill_groups_are_all_parked_is_refused(capsys: pytest.CaptureFixture[str], write_config: Any,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_parked_prefill(write_config, monkeypatch, spare_only=True)
+    code, out, err = _run(capsys, *BASE, "--concurrency", "8", "--env", "dev")
+    assert (code, out) == (2, "")
+    assert err.endswith("dev.yaml: hyperpod.instance_groups: 'ml.p5.48xlarge': environment dev's prefill groups of "
+                        "this type are parked (count 0): prefill-spare, prefill; set a count to plan against them\n")
+
+
 BAD_INPUT = {
     "unknown model": (["--model", "Llama-9B"], "--model: 'Llama-9B': unknown model; known: Llama-3.1-8B"),
     "unknown instance": (["--instance", "ml.p4d.24xlarge"],
@@ -141,7 +178,7 @@ def test_bad_input_fails_with_one_clear_line(case: str, capsys: pytest.CaptureFi
 
 def test_missing_required_flags_are_named(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "plan", "--instance", "ml.p5.48xlarge", "--concurrency", "8")
-    assert (code, err) == (2, "hpdpd: error: --model: None: is required\n")
+    assert (code, err) == (2, "hpdpd: error: --model: missing: is required\n")
     code, _, err = _run(capsys, "plan", "--model", "Llama-3.3-70B", "--input-tokens", "8192",
                         "--output-tokens", "512", "--concurrency", "8")
-    assert (code, err) == (2, "hpdpd: error: --instance: None: is required\n")
+    assert (code, err) == (2, "hpdpd: error: --instance: missing: is required\n")

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 import yaml
-from hyperpod_dpd.config import load_environment, parse_environment
-from hyperpod_dpd.errors import ConfigError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from hyperpod_dpd.config import load_environment, parse_environment
+from hyperpod_dpd.errors import ConfigError
 
 Mutation = Callable[[dict[str, Any]], None]
 
@@ -53,13 +54,14 @@ def _both(*mutations: Mutation) -> Mutation:
 
 G = "hyperpod.instance_groups"
 E = "endpoints.0"
+NAME_64 = "a-" * 31 + "ab"  # 64 characters: 32 hyphenated parts, each one repetition of (-*[a-zA-Z0-9])
 # case: (mutation of dev.yaml, field path in the message, value as printed, words of what is allowed)
 MATRIX: dict[str, tuple[Mutation, str, str, str]] = {
     # -- top level --------------------------------------------------------------------------------------------------
     "unknown top-level key": (_set("acount", "1"), "acount", "'acount'", "unknown key; allowed keys here: account, region"),
     "account too short": (_set("account", "12345678901"), "account", "'12345678901'", "12-digit AWS account id"),
     "account with letters": (_set("account", "11111111111a"), "account", "'11111111111a'", "12-digit AWS account id"),
-    "account missing": (_drop("account"), "account", "None", "is required"),
+    "account missing": (_drop("account"), "account", "missing", "is required"),
     "region malformed": (_set("region", "uswest2"), "region", "'uswest2'", "AWS Region code such as 'us-west-2'"),
     "region without HyperPod": (_set("region", "af-south-1"), "region", "'af-south-1'", "is not available there; allowed"),
     "removal policy unknown": (_set("removal_policy", "snapshot"), "removal_policy", "'snapshot'", "'retain' or 'destroy'"),
@@ -93,8 +95,8 @@ MATRIX: dict[str, tuple[Mutation, str, str, str]] = {
     "EKS version as a number": (_set("eks.version", 1.35), "eks.version", "1.35", "must be a quoted string"),
     "endpoint access unknown": (_set("eks.endpoint_access", "public"), "eks.endpoint_access", "'public'",
                                 "'public_and_private' or 'private'"),
-    "cluster name with underscore": (_set("eks.cluster_name", "hpdpd_dev"), "eks.cluster_name", "'hpdpd_dev'",
-                                     "letters, digits and hyphens"),
+    "EKS cluster name starting with a hyphen": (_set("eks.cluster_name", "-hpdpd"), "eks.cluster_name", "'-hpdpd'",
+                                                "an EKS cluster name: 1-100 letters, digits, hyphens and underscores"),
     "admin principal not an ARN": (_set("eks.admin_principals", ["PlatformAdmin"]), "eks.admin_principals[0]",
                                    "'PlatformAdmin'", "IAM role or user ARN"),
     "unknown log type": (_set("eks.logging", ["api", "kubelet"]), "eks.logging[1]", "'kubelet'", "'api', 'audit'"),
@@ -110,8 +112,8 @@ MATRIX: dict[str, tuple[Mutation, str, str, str]] = {
                               "needs a DPD-capable EFA GPU type"),
     "system group on a GPU type": (_set(f"{G}.0.instance_type", "ml.p5.48xlarge"), f"{G}[0].instance_type",
                                    "'ml.p5.48xlarge'", "a system group takes an x86_64 CPU type"),
-    "count zero": (_set(f"{G}.2.count", 0), f"{G}[2].count", "0", "greater than or equal to 1"),
-    "minimum above count": (_set(f"{G}.1.min_count", 5), f"{G}[1]", "", "min_count (5) must not exceed count (1)"),
+    "count below zero": (_set(f"{G}.2.count", -1), f"{G}[2].count", "-1", "greater than or equal to 0"),
+    "minimum above count": (_set(f"{G}.1.min_count", 5), f"{G}[1].min_count", "5", "must not exceed count (1)"),
     "EBS volume too large": (_set(f"{G}.1.ebs_volume_gb", 20000), f"{G}[1].ebs_volume_gb", "20000", "less than or equal to 16384"),
     "deep health checks on a CPU group": (_set(f"{G}.0.deep_health_checks", ["InstanceStress"]), f"{G}[0].deep_health_checks",
                                           "['InstanceStress']", "deep health checks run only on GPU instances"),
@@ -130,7 +132,7 @@ MATRIX: dict[str, tuple[Mutation, str, str, str]] = {
                                     "should match pattern"),
     "capacity-block type without a training plan": (
         _both(_set(f"{G}.1.instance_type", "ml.p5e.48xlarge"), _drop("endpoints")),
-        f"{G}[1].training_plan_arn", "None", "is not offered on demand in us-west-2; set a training plan ARN"),
+        f"{G}[1].training_plan_arn", "missing", "is not offered on demand in us-west-2; set a training plan ARN"),
     "chart repository not OCI": (_set("hyperpod.dependencies_chart.repository", "https://example.com/charts"),
                                  "hyperpod.dependencies_chart.repository", "'https://example.com/charts'", "should match pattern"),
     "chart local path missing": (_both(_drop("hyperpod.dependencies_chart.repository"),
@@ -173,6 +175,90 @@ MATRIX: dict[str, tuple[Mutation, str, str, str]] = {
                              "'1'", "'0'"),
     "model bucket of an endpoint in another region": (_set(f"{E}.model.s3.region", "eu-west-1"),
                                                       "endpoints[0].model.s3.region", "'eu-west-1'", "must be the cluster's Region"),
+    # -- booleans, quoted numbers and decimals where a number is expected (YAML reads yes/no/on/off as booleans too) ----
+    "count as a boolean": (_set(f"{G}.1.count", True), f"{G}[1].count", "true", "must be a whole number, not a boolean"),
+    "count as a quoted number": (_set(f"{G}.1.count", "1"), f"{G}[1].count", "'1'", "must be a whole number, not a string"),
+    "count with a decimal point": (_set(f"{G}.1.count", 1.0), f"{G}[1].count", "1.0", "must be a whole number (no decimal"),
+    "EBS size as a boolean": (_set(f"{G}.1.ebs_volume_gb", True), f"{G}[1].ebs_volume_gb", "true", "not a boolean"),
+    "threads per core as a boolean": (_set(f"{G}.1.threads_per_core", True), f"{G}[1].threads_per_core", "true",
+                                      "must be a whole number, not a boolean"),
+    "minimum count as a boolean": (_set(f"{G}.1.min_count", False), f"{G}[1].min_count", "false", "not a boolean"),
+    "NAT gateways as a boolean": (_set("network.create.nat_gateways", True), "network.create.nat_gateways", "true",
+                                  "not a boolean"),
+    "system node group size as a boolean": (_set("eks.system_node_group", {"min_size": True}),
+                                            "eks.system_node_group.min_size", "true", "not a boolean"),
+    "replicas as a boolean": (_set(f"{E}.prefill.replicas", True), "endpoints[0].prefill.replicas", "true",
+                              "must be a whole number, not a boolean"),
+    "max unavailable as a boolean": (_set(f"{E}.decode.max_unavailable", True), "endpoints[0].decode.max_unavailable",
+                                     "true", "not a boolean"),
+    "routing threshold as a boolean": (_set(f"{E}.routing.threshold", False), "endpoints[0].routing.threshold", "false",
+                                       "not a boolean"),
+    "overflow status code as a boolean": (_set(f"{E}.request_limits", {"overflow_status_code": True}),
+                                          "endpoints[0].request_limits.overflow_status_code", "true", "not a boolean"),
+    "GPU memory utilization as a boolean": (_set(f"{E}.gpu_memory_utilization", True),
+                                            "endpoints[0].gpu_memory_utilization", "true",
+                                            "must be a number, not a boolean"),
+    # -- names longer than their limit, hyphens included ----------------------------------------------------------------
+    "instance group name of 64 characters with hyphens": (
+        _set(f"{G}.1.name", NAME_64), f"{G}[1].name", f"'{NAME_64}'",
+        "has 64 characters; must be a HyperPod instance group name: 1-63 letters, digits and hyphens"),
+    "HyperPod cluster name of 64 characters with hyphens": (
+        _set("hyperpod.cluster_name", NAME_64), "hyperpod.cluster_name", f"'{NAME_64}'",
+        "has 64 characters; must be a HyperPod cluster name: 1-63"),
+    "EKS cluster name of 101 characters": (_set("eks.cluster_name", "a-" * 50 + "b"), "eks.cluster_name", "'a-a-",
+                                           "has 101 characters; must be an EKS cluster name: 1-100"),
+    "SageMaker endpoint name of 64 characters with hyphens": (
+        _set(f"{E}.sagemaker_endpoint_name", NAME_64), "endpoints[0].sagemaker_endpoint_name", f"'{NAME_64}'",
+        "has 64 characters; must be a SageMaker endpoint name: 1-63"),
+    "endpoint's instance group of 64 characters": (
+        _set(f"{E}.prefill.instance_group", NAME_64), "endpoints[0].prefill.instance_group", f"'{NAME_64}'",
+        "has 64 characters; must be a HyperPod instance group name"),
+    "namespace of 64 characters": (_set(f"{E}.namespace", "n" * 64), "endpoints[0].namespace", "'nnnn",
+                                   "has 64 characters; must be a Kubernetes namespace: 1-63"),
+    "lifecycle bucket name of 64 characters": (
+        _set("hyperpod.lifecycle_bucket_name", "sagemaker-" + "b" * 54), "hyperpod.lifecycle_bucket_name",
+        "'sagemaker-bbbb", "has 64 characters; must be a valid S3 bucket name: 3-63"),
+    "model bucket with a suffix S3 reserves": (_set("operator.model_buckets", [{"name": "weights--x-s3"}]),
+                                               "operator.model_buckets[0].name", "'weights--x-s3'",
+                                               "S3 reserves names with '--x-s3'"),
+    "group label value of 64 characters": (_set(f"{G}.1.labels", {"team": "t" * 64}), f"{G}[1].labels",
+                                           "{'team': 'tttt", "must be at most 63"),
+    "taint value of 64 characters": (_set(f"{G}.1.taints", [{"key": "pool", "value": "v" * 64}]),
+                                     f"{G}[1].taints[0].value", "'vvvv", "must be a Kubernetes taint value"),
+    "TLS Secret name of 254 characters": (
+        _set(f"{E}.router", {"ingress": {"host": "llm.example.com", "class_name": "nginx", "tls_secret_name": "s" * 254}}),
+        "endpoints[0].router.ingress.tls_secret_name", "'ssss", "has 254 characters; must be a Kubernetes object name"),
+    "admin role name of 65 characters": (_set("eks.admin_principals", ["arn:aws:iam::111111111111:role/" + "r" * 65]),
+                                         "eks.admin_principals[0]", "'arn:aws:iam::111111111111:role/rrrr",
+                                         "names of at most 64 characters"),
+    # -- a missing key is 'missing', a null value is 'null' ---------------------------------------------------------------
+    "HyperPod cluster name missing": (_drop("hyperpod.cluster_name"), "hyperpod.cluster_name", "missing", "is required"),
+    "HyperPod cluster name null": (_set("hyperpod.cluster_name", None), "hyperpod.cluster_name", "null",
+                                   "valid string"),
+    "group count missing": (_drop(f"{G}.1.count"), f"{G}[1].count", "missing", "is required"),
+    # -- account ids YAML read as numbers ---------------------------------------------------------------------------------
+    "account as a number": (_set("account", 111111111111), "account", "111111111111",
+                            'must be a 12-digit string; quote it in YAML ("111111111111")'),
+    "account that lost its leading zero": (_set("account", 12345678901), "account", "12345678901",
+                                           'must be a 12-digit string; quote it in YAML ("012345678901")'),
+    # -- an unknown instance type lists the types of the group's role -----------------------------------------------------
+    "prefill group on an unknown type": (
+        _set(f"{G}.1.instance_type", "ml.p4d.24xlarge"), f"{G}[1].instance_type", "'ml.p4d.24xlarge'",
+        "a prefill group needs a DPD-capable EFA GPU type; allowed: ml.p5.48xlarge, ml.p5e.48xlarge, "
+        "ml.p5en.48xlarge, ml.p6-b200.48xlarge, ml.p6-b300.48xlarge"),
+    "system group on an unknown type": (_set(f"{G}.0.instance_type", "ml.t3.medium"), f"{G}[0].instance_type",
+                                        "'ml.t3.medium'", "a system group takes an x86_64 CPU type; allowed: ml.m5.large"),
+    "instance type without the ml. prefix": (_set(f"{G}.2.instance_type", "p5.48xlarge"), f"{G}[2].instance_type",
+                                             "'p5.48xlarge'", "(did you mean 'ml.p5.48xlarge'?)"),
+    # -- parked groups (count 0) ------------------------------------------------------------------------------------------
+    "system group parked": (_set(f"{G}.0.count", 0), f"{G}[0].count", "0", "a system group must keep at least 1 node"),
+    "endpoint on a parked decode group": (_set(f"{G}.2.count", 0), "endpoints[0].decode.replicas", "1",
+                                          "needs 1 node of instance group 'decode', which is parked (count 0)"),
+    "endpoint placed by role on parked prefill groups": (
+        _both(_set(f"{G}.1.count", 0), _drop(f"{E}.prefill.instance_group")), "endpoints[0].prefill.replicas", "1",
+        "needs nodes of a prefill group, but every prefill instance group is parked (count 0): 'prefill'"),
+    "minimum above a parked count": (_both(_set(f"{G}.2.count", 0), _set(f"{G}.2.min_count", 1)),
+                                     f"{G}[2].min_count", "1", "must not exceed count (0)"),
 }
 
 

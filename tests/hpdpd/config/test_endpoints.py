@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from hyperpod_dpd.catalogue.operator import DEFAULT_PD_BUFFER_SIZE, DEFAULT_ROUTING_THRESHOLD, DEFAULT_WORKER_IMAGE
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.config.endpoints import EndpointConfig, parse_endpoint
 from hyperpod_dpd.errors import ConfigError
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 Mutation = Callable[[dict[str, Any]], None]
 
@@ -319,7 +320,7 @@ BAD_FILE_INPUT: dict[str, tuple[Mutation, str, str, str]] = {
         "endpoints[0].model", "", "set exactly one model source: 's3', 'fsx' or 'huggingface'"),
     "bucket name with upper case": (
         lambda d: _endpoint(d)["model"]["s3"].__setitem__("bucket", "Models"),
-        "endpoints[0].model.s3.bucket", "'Models'", "must be an S3 bucket name"),
+        "endpoints[0].model.s3.bucket", "'Models'", "must be a valid S3 bucket name"),
     "environment value as a YAML number": (
         lambda d: _endpoint(d).__setitem__("environment", {"VLLM_LOGGING_LEVEL": 10}),
         "endpoints[0].environment.VLLM_LOGGING_LEVEL", "10", "Input should be a valid string"),

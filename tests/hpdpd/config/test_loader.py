@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hyperpod_dpd.config import EnvironmentConfig, list_environments, load_all, load_environment
 from hyperpod_dpd.errors import ConfigError
 
@@ -55,13 +56,14 @@ BAD_INPUT: dict[str, tuple[Mutation, str, str, str]] = {
         "needs a DPD-capable EFA GPU type; allowed: ml.p5.48xlarge"),
     "decode group on an unknown type": (
         lambda d: _group(d, "decode").__setitem__("instance_type", "ml.g5.48xlarge"),
-        "hyperpod.instance_groups[2].instance_type", "'ml.g5.48xlarge'", "allowed: ml.p5.48xlarge"),
+        "hyperpod.instance_groups[2].instance_type", "'ml.g5.48xlarge'",
+        "a decode group needs a DPD-capable EFA GPU type; allowed: ml.p5.48xlarge"),
     "count below 1": (
-        lambda d: _group(d, "decode").__setitem__("count", 0),
-        "hyperpod.instance_groups[2].count", "0", "greater than or equal to 1"),
+        lambda d: _group(d, "decode").__setitem__("count", -1),
+        "hyperpod.instance_groups[2].count", "-1", "greater than or equal to 0"),
     "minimum above the count": (
         lambda d: _group(d, "prefill").update(count=1, min_count=2),
-        "hyperpod.instance_groups[1]", "", "min_count (2) must not exceed count (1)"),
+        "hyperpod.instance_groups[1].min_count", "2", "must not exceed count (1)"),
     "GPU groups in two AZs": (
         lambda d: _group(d, "decode").__setitem__("availability_zone", "us-west-2b"),
         "hyperpod.instance_groups[2].availability_zone", "'us-west-2b'",
@@ -115,7 +117,7 @@ def test_missing_environment_file_names_the_available_ones(write_config: Callabl
 
 def test_duplicate_yaml_key_is_an_error_not_a_silent_overwrite(write_config: Callable[..., Path]) -> None:
     config_dir = write_config(raw="account: '111111111111'\naccount: '222222222222'\n")
-    with pytest.raises(ConfigError, match=r"dev\.yaml: line 2: None: invalid YAML: duplicate key 'account'"):
+    with pytest.raises(ConfigError, match=r"dev\.yaml: line 2: \"account: '222222222222'\": invalid YAML: duplicate key 'account'"):
         load_environment("dev", config_dir)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from hyperpod_dpd.config import list_environments, load_environment, parse_environment
 from hyperpod_dpd.config.pipeline import (
     PipelineConfig,
@@ -20,7 +21,6 @@ from hyperpod_dpd.config.pipeline import (
     read_pipeline,
 )
 from hyperpod_dpd.errors import ConfigError, render_value
-
 from tests.paths import FIXTURE_CONFIG_DIR, ROOT
 
 OTHER_CONNECTION = "arn:aws:codestar-connections:us-east-1:555555555555:connection/0a1b2c3d-4e5f-6789-abcd-ef0123456789"
@@ -108,7 +108,7 @@ BAD_INPUT: dict[str, tuple[Mutation, str]] = {
         "environments[3].name: 'pipeline': no such environment; allowed: dev, prod, staging"),
     "a missing connection ARN": (
         lambda d: d["source"].pop("connection_arn"),
-        "source.connection_arn: None: is required: the ARN of an authorized connection, e.g. "
+        "source.connection_arn: missing: is required: the ARN of an authorized connection, e.g. "
         "'arn:aws:codeconnections:us-west-2:444444444444:connection/0a1b2c3d-4e5f-6789-abcd-ef0123456789'"),
     "a malformed connection ARN": (
         lambda d: d["source"].__setitem__("connection_arn", "arn:aws:codeconnections:us-west-2:444444444444:acme"),
@@ -128,18 +128,28 @@ BAD_INPUT: dict[str, tuple[Mutation, str]] = {
         "wait_timeout_minutes"),
     "smoke without a checks role": (
         lambda d: _promotion("dev")(d).__setitem__("smoke", True),
-        "environments[0].checks_role_arn: None: is required when smoke is true: the read-only CDK lookup role cannot "
+        "environments[0].checks_role_arn: missing: is required when smoke is true: the read-only CDK lookup role cannot "
         "call sagemaker:InvokeEndpointWithResponseStream; see the README section 'Enable smoke tests for an environment'"),
     "smoke on an environment without endpoints": (
         lambda d: _promotion("staging")(d).update(
             smoke=True, checks_role_arn="arn:aws:iam::222222222222:role/hpdpd-pipeline-smoke"),
-        "environments[1].smoke: True: environment staging declares no endpoints to smoke-test; declare one or set "
+        "environments[1].smoke: true: environment staging declares no endpoints to smoke-test; declare one or set "
         "smoke: false"),
     "smoke on endpoints that SageMaker cannot reach": (
         _smoke_dev,
-        "environments[0].smoke: True: endpoint(s) llama-3-3-70b of dev have no sagemaker_endpoint_name: the "
+        "environments[0].smoke: true: endpoint(s) llama-3-3-70b of dev have no sagemaker_endpoint_name: the "
         "pipeline's checks run outside the cluster (no kubeconfig) and reach endpoints through SageMaker; set it in "
         "the environment file or set smoke: false"),
+    "a wait timeout written as a boolean": (
+        lambda d: _promotion("prod")(d).__setitem__("wait_timeout_minutes", True),
+        "environments[2].wait_timeout_minutes: true: must be a whole number, not a boolean (YAML reads true/false, "
+        "yes/no and on/off as booleans)"),
+    "an account written as a number": (
+        lambda d: d.__setitem__("account", 444444444444),
+        'account: 444444444444: must be a 12-digit string; quote it in YAML ("444444444444")'),
+    "a pipeline name of 41 characters": (
+        lambda d: d.__setitem__("name", "p-" * 20 + "x"),
+        f"name: '{'p-' * 20}x': must be 1-40 letters, digits and hyphens, starting with a letter or digit"),
     "a checks role in another account": (
         lambda d: _promotion("prod")(d).__setitem__("checks_role_arn", "arn:aws:iam::222222222222:role/checks"),
         "environments[2].checks_role_arn: 'arn:aws:iam::222222222222:role/checks': must be a role in the "

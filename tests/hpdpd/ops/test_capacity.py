@@ -8,6 +8,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
+
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.ops.capacity import configured_counts, needed_ips, offering_checks, quota_checks, subnet_checks
@@ -106,6 +107,27 @@ def test_a_new_vpc_is_sized_offline(make_env: Callable[..., EnvironmentConfig], 
         for g in env.hyperpod.instance_groups))
     rows = list(subnet_checks(env, clients.client("ec2"), running))
     assert rows[0].status == "pass" and "already runs every configured node" in rows[0].detail
+
+
+def test_parked_groups_need_no_quota_offering_or_addresses(make_env: Callable[..., EnvironmentConfig],
+                                                          clients: ClientFactory, aws_credentials: None) -> None:
+    # GIVEN dev with both GPU groups parked (count 0): only the 2 system nodes launch
+    def park(data: dict[str, Any]) -> None:
+        _group(data, "prefill")["count"] = 0
+        _group(data, "decode")["count"] = 0
+
+    env = make_env(park)
+    # THEN no check asks for p5 capacity: no quota, no AZ offering, no subnet addresses for it
+    assert configured_counts(env) == {"ml.m7i.2xlarge": 2}
+    quotas = boto3.client("service-quotas", region_name=REGION)
+    with Stubber(quotas) as stub:
+        stub.add_response("list_service_quotas", {"Quotas": [
+            {"QuotaName": "ml.m7i.2xlarge for cluster usage", "QuotaCode": "L-M7I", "Value": 2.0}]},
+            {"ServiceCode": "sagemaker"})
+        assert [(r.name, r.status) for r in quota_checks(env, quotas)] == [("quota:ml.m7i.2xlarge", "pass")]
+    assert [r.name for r in offering_checks(env, clients.client("ec2"))] == ["offering:ml.m7i.2xlarge"]
+    (subnet,) = subnet_checks(env, clients.client("ec2"), None)
+    assert subnet.status == "pass" and "for the 30 that 2 node(s) need (ml.m7i.2xlarge: 15/node)" in subnet.detail
 
 
 @pytest.fixture

@@ -1,0 +1,229 @@
+"""Cross-field checks of a DPD endpoint (:class:`~hyperpod_dpd.config.endpoints.EndpointConfig`), on its own and
+against the environment: the operator's CRD has no CEL rules, so bad combinations would otherwise surface only at
+deploy time. :func:`endpoint_issues` returns errors; :func:`endpoint_warnings` returns valid but doubtful choices."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from hyperpod_dpd.catalogue.models import model_by_name
+from hyperpod_dpd.catalogue.operator import (
+    DOCUMENTED_IMAGE_VLLM,
+    DPD_FIXED_ENVIRONMENT,
+    DPD_WORKER_IMAGES,
+    KVAWARE_INVOCATION_PATHS,
+    KVAWARE_MIN_VLLM,
+    MANAGED_VLLM_FLAGS,
+    MAX_DECODE_REPLICAS,
+    PAYOFF_MIN_PARAMETERS_BILLION,
+    PD_BUFFER_SIZE_VARIABLE,
+    ROUTER_SERVICE_SUFFIX,
+)
+from hyperpod_dpd.config.base import join
+from hyperpod_dpd.config.names import DNS_LABEL_MAX, is_unresolved
+from hyperpod_dpd.errors import Issue
+
+if TYPE_CHECKING:
+    from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig
+    from hyperpod_dpd.config.hyperpod import InstanceGroup
+
+GENERATION_LENGTH = 6  # hex characters of the immutable-field hash in the IEC name
+ROLES: tuple[DpdRole, DpdRole] = ("prefill", "decode")
+
+
+def endpoint_issues(endpoint: EndpointConfig, root: Any, path: str) -> Iterator[Issue]:
+    """Errors; ``root`` is the environment (or ``None`` for an endpoint built in Python without one)."""
+    yield from _local_issues(endpoint, path)
+    if root is not None:
+        yield from _environment_issues(endpoint, root, path)
+
+
+def managed_flag_issues(path: str, args: tuple[str, ...] | list[str]) -> Iterator[Issue]:
+    """Free-form vLLM args must not set the flags the toolkit derives from typed fields."""
+    for index, arg in enumerate(args):
+        flag = arg.split("=", 1)[0]
+        if flag in MANAGED_VLLM_FLAGS:
+            yield Issue(join(path, index), arg,
+                        f"is set by hyperpod-dpd ({', '.join(MANAGED_VLLM_FLAGS)} come from typed fields such as "
+                        "tensor_parallel_size)")
+
+
+# -- the endpoint on its own ---------------------------------------------------------------------------------------------
+
+def _local_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
+    gpus = e.instance.gpu_count
+    if e.tensor_parallel_size is not None:
+        divisors = [d for d in range(1, gpus + 1) if gpus % d == 0]
+        if e.tensor_parallel_size > gpus:
+            yield Issue(join(path, "tensor_parallel_size"), e.tensor_parallel_size,
+                        f"exceeds the {gpus} GPUs of {e.instance_type}; allowed: {divisors}")
+        elif gpus % e.tensor_parallel_size:
+            yield Issue(join(path, "tensor_parallel_size"), e.tensor_parallel_size,
+                        f"must divide the {gpus} GPUs of {e.instance_type}; allowed: {divisors}")
+    yield from _decode_issues(e, path)
+    if e.routing.strategy == "kvaware" and e.invocation_path.strip("/") not in KVAWARE_INVOCATION_PATHS:
+        yield Issue(join(path, "invocation_path"), e.invocation_path,
+                    "routing strategy 'kvaware' supports only the completions API; use '/completions' "
+                    "(or 'v1/completions'), or another strategy for '/v1/chat/completions'")
+    service = e.router_service_name
+    if len(service) > DNS_LABEL_MAX:
+        room = DNS_LABEL_MAX - len(ROUTER_SERVICE_SUFFIX) - GENERATION_LENGTH - 2
+        yield Issue(join(path, "name"), e.name,
+                    f"with namespace '{e.namespace}' the operator's router Service '{service}' would have "
+                    f"{len(service)} characters (Service names allow {DNS_LABEL_MAX}); name and namespace "
+                    f"may total at most {room} characters")
+    prefill_image, decode_image = e.role_image("prefill"), e.role_image("decode")
+    if prefill_image != decode_image:
+        role, other = ROLES[::-1] if e.decode.image else ROLES
+        yield Issue(join(path, f"{role}.image"), e.role_image(role),
+                    f"must equal the {other} image ({e.role_image(other)}): prefiller and decoder must run the "
+                    "same image (the IEC has one worker.image; LMCache and NIXL versions must match)")
+    yield from _environment_variable_issues(e, path)
+    for where, args in (("args", e.args), ("prefill.args", e.prefill.args), ("decode.args", e.decode.args)):
+        yield from managed_flag_issues(join(path, where), args)
+    for role in ROLES:
+        config = e.role(role)
+        scaling = config.autoscaling
+        if scaling and not scaling.min_replicas <= config.replicas <= scaling.max_replicas:
+            yield Issue(join(path, f"{role}.replicas"), config.replicas,
+                        f"must be between autoscaling.min_replicas ({scaling.min_replicas}) and "
+                        f"max_replicas ({scaling.max_replicas})")
+    gpu_memory = (e.instance.gpu.memory_gib if e.instance.gpu else 0) * 1024**3
+    if e.pd_buffer_size >= gpu_memory:
+        yield Issue(join(path, "pd_buffer_size"), e.pd_buffer_size,
+                    f"must be smaller than one GPU's memory ({e.instance.gpu.memory_gib:g} GiB on "  # type: ignore[union-attr]
+                    f"{e.instance_type}); it is allocated per tensor-parallel rank on the decoder")
+
+
+def _decode_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
+    if e.decode.allow_multiple_replicas:
+        return
+    why = (f"the HyperPod Inference Operator supports {MAX_DECODE_REPLICAS} decoder per endpoint today; add prefill "
+           "replicas or raise pd_buffer_size instead, or set decode.allow_multiple_replicas: true for an operator "
+           "that runs several decoders")
+    if e.decode.replicas > MAX_DECODE_REPLICAS:
+        yield Issue(join(path, "decode.replicas"), e.decode.replicas, why)
+    scaling = e.decode.autoscaling
+    if scaling and scaling.max_replicas > MAX_DECODE_REPLICAS:
+        yield Issue(join(path, "decode.autoscaling.max_replicas"), scaling.max_replicas, why)
+
+
+def _environment_variable_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
+    for key, value in e.environment.items():
+        where = join(join(path, "environment"), key)
+        if key == PD_BUFFER_SIZE_VARIABLE:
+            yield Issue(where, value, "set the typed field pd_buffer_size instead")
+        elif key in DPD_FIXED_ENVIRONMENT and value != DPD_FIXED_ENVIRONMENT[key]:
+            yield Issue(where, value,
+                        f"must be '{DPD_FIXED_ENVIRONMENT[key]}' for DPD (hyperpod-dpd sets it; prefiller and "
+                        "decoder must agree or KV cache lookups miss)")
+
+
+# -- the endpoint in its environment -------------------------------------------------------------------------------------
+
+def _environment_issues(e: EndpointConfig, root: Any, path: str) -> Iterator[Issue]:
+    yield from _group_issues(e, root, path)
+    zone = e.topology.availability_zone
+    if zone is not None and zone != root.network.gpu_availability_zone:
+        yield Issue(join(path, "topology.availability_zone"), zone,
+                    f"must be network.gpu_availability_zone ({root.network.gpu_availability_zone}), the AZ of "
+                    "the prefill and decode groups")
+    endpoints = list(root.endpoints)
+    index = next((i for i, other in enumerate(endpoints) if other is e), len(endpoints))
+    for earlier, other in enumerate(endpoints[:index]):
+        if other.name == e.name:
+            yield Issue(join(path, "name"), e.name,
+                        f"duplicate endpoint name (also endpoints[{earlier}]); names must be unique")
+        elif other.namespace == e.namespace:
+            yield Issue(join(path, "namespace"), e.namespace,
+                        f"already holds endpoints[{earlier}] ({other.name}); one DPD endpoint per namespace, "
+                        "because the operator labels pods only by DPD role, so the router chart's "
+                        "PodDisruptionBudgets and NetworkPolicies cannot tell two endpoints apart")
+
+
+def _group_issues(e: EndpointConfig, root: Any, path: str) -> Iterator[Issue]:
+    """Roles against the HyperPod groups; skipped while the groups themselves are invalid (root cause alone)."""
+    if next(iter(root.hyperpod.issues(root, "hyperpod")), None) is not None:
+        return
+    groups: dict[str, InstanceGroup] = {g.name: g for g in root.hyperpod.instance_groups}
+    for role in ROLES:
+        config = e.role(role)
+        if config.instance_group is None:
+            yield from _role_only_issues(e, role, root.hyperpod.groups(role), path)
+            continue
+        where = join(path, f"{role}.instance_group")
+        group = groups.get(config.instance_group)
+        if group is None:
+            yield Issue(where, config.instance_group,
+                        f"is not an instance group of hyperpod.instance_groups; known: {', '.join(groups)}")
+        elif group.role != role:
+            yield Issue(where, config.instance_group, f"is a '{group.role}' group; a {role} role needs a '{role}' group")
+        elif group.instance_type != e.instance_type:
+            yield Issue(where, config.instance_group,
+                        f"runs {group.instance_type}, but the endpoint's instance_type is {e.instance_type}")
+        else:
+            # per_node is 0 when tensor_parallel_size exceeds the instance's GPUs: reported by the local checks
+            per_node = e.instance.gpu_count // e.gpus_per_pod
+            nodes = math.ceil(config.replicas / per_node) if per_node else 0
+            if group.parked:
+                yield Issue(join(path, f"{role}.replicas"), config.replicas,
+                            f"needs {_nodes(nodes)} of instance group '{group.name}', which is parked (count 0); set "
+                            "the group's count, or remove the endpoint while the group is parked")
+            elif per_node and nodes > group.count:
+                yield Issue(join(path, f"{role}.replicas"), config.replicas,
+                            f"needs {nodes} nodes ({per_node} pod(s) of {e.gpus_per_pod} GPUs per node), but "
+                            f"instance group '{group.name}' has count {group.count}")
+
+
+def _role_only_issues(e: EndpointConfig, role: DpdRole, groups: tuple[InstanceGroup, ...],
+                      path: str) -> Iterator[Issue]:
+    """A role placed by its role label alone runs on any group of that role: refused when every one is parked."""
+    if groups and all(g.parked for g in groups):
+        names = ", ".join(f"'{g.name}'" for g in groups)
+        yield Issue(join(path, f"{role}.replicas"), e.role(role).replicas,
+                    f"needs nodes of a {role} group, but every {role} instance group is parked (count 0): {names}; "
+                    "set a group's count, or remove the endpoint while the groups are parked")
+
+
+def _nodes(count: int) -> str:
+    return "nodes" if count == 0 else "1 node" if count == 1 else f"{count} nodes"
+
+
+# -- warnings ------------------------------------------------------------------------------------------------------------
+
+def endpoint_warnings(e: EndpointConfig) -> list[Issue]:
+    """Valid but doubtful choices, where the docs say DPD will not pay off or may not work."""
+    found: list[Issue] = []
+    known = model_by_name(e.model.name)
+    billions = e.model.parameters_billion or (known.parameters / 1e9 if known else None)
+    if billions is not None and billions < PAYOFF_MIN_PARAMETERS_BILLION:
+        found.append(Issue("model.parameters_billion", billions,
+                           f"DPD pays off for dense models of {PAYOFF_MIN_PARAMETERS_BILLION}B+ parameters; "
+                           "a smaller model gains little over colocated serving"))
+    elif known is not None and known.is_moe:
+        found.append(Issue("model.name", e.model.name,
+                           f"is a mixture-of-experts model ({known.active_parameters / 1e9:.0f}B active); the DPD "
+                           "documentation expects little gain for MoE models (run 'hpdpd plan' to check)"))
+    threshold = e.routing.threshold
+    if e.max_model_len is not None and 0 < threshold and e.max_model_len < threshold:
+        found.append(Issue("max_model_len", e.max_model_len,
+                           f"is below routing.threshold ({threshold}): no prompt reaches the threshold, so no "
+                           "request is ever disaggregated"))
+    image = e.worker_image
+    if not is_unresolved(image) and image not in DPD_WORKER_IMAGES:
+        found.append(Issue("image", image,
+                           "is not a documented DPD image (it must ship LMCache, NIXL and the EFA libfabric "
+                           f"provider); documented: {', '.join(DPD_WORKER_IMAGES)}"))
+    elif e.routing.strategy == "kvaware":
+        found.append(Issue("routing.strategy", "kvaware",
+                           f"needs vLLM >= {KVAWARE_MIN_VLLM}, but the documented DPD images ship vLLM "
+                           f"{DOCUMENTED_IMAGE_VLLM}"))
+    router = e.router
+    if e.sagemaker_endpoint_name and router.network_policy and not router.allowed_cidrs:
+        found.append(Issue("router.allowed_cidrs", [],
+                           "a SageMaker endpoint reaches the model through the operator's load balancer; if that "
+                           "targets the router, the router NetworkPolicy blocks it unless the load balancer's "
+                           "addresses (e.g. the VPC CIDR) are listed here"))
+    return found
