@@ -21,7 +21,7 @@ import yaml
 
 from hyperpod_dpd.config.base import join
 from hyperpod_dpd.config.endpoints import is_unresolved
-from hyperpod_dpd.errors import ConfigError, Issue
+from hyperpod_dpd.errors import MISSING, ConfigError, Issue
 
 CRD_DIR = Path(__file__).resolve().parent / "crds"
 _REQUIRED = re.compile(r"^'([^']+)' is a required property$")
@@ -33,7 +33,9 @@ def crd_schemas() -> Mapping[tuple[str, str], Mapping[str, Any]]:
     """``(apiVersion, kind)`` -> ``openAPIV3Schema`` of every version of every vendored CRD."""
     schemas: dict[tuple[str, str], Mapping[str, Any]] = {}
     for path in sorted(CRD_DIR.glob("*.yaml")):
-        for crd in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+        # libyaml's loader when PyYAML has it: the vendored CRD is ~450 KB, ten times faster to parse in C
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        for crd in yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader):  # noqa: S506 - a safe loader
             if not crd or crd.get("kind") != "CustomResourceDefinition":
                 continue
             group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
@@ -74,7 +76,7 @@ def crd_issues(manifest: Mapping[str, Any]) -> Iterator[Issue]:
             continue
         missing = _REQUIRED.match(error.message) if error.validator == "required" else None
         if missing:
-            yield Issue(_path([*error.absolute_path, missing.group(1)]), None, "is required by the CRD schema")
+            yield Issue(_path([*error.absolute_path, missing.group(1)]), MISSING, "is required by the CRD schema")
         else:
             yield Issue(_path(error.absolute_path), error.instance, error.message)
     yield from unknown_fields(manifest, crd_schemas()[key], ())

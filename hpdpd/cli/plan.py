@@ -35,7 +35,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--decode-nodes", metavar="D", help=f"decode nodes (default 1; the operator supports "
                                                             f"{MAX_DECODE_REPLICAS})")
     parser.add_argument("--baseline-nodes", metavar="B", help="nodes of the colocated baseline (default P + D)")
-    parser.add_argument("--env", metavar="NAME", help="check the layout against config/NAME.yaml's instance groups")
+    parser.add_argument("--env", metavar="NAME", help="check the layout against <config-dir>/NAME.yaml's instance groups")
+    parser.add_argument("--config-dir", metavar="DIR", help="directory of environment files (default: $HPDPD_CONFIG_DIR, "
+                        "else ./config)")
     parser.add_argument("--plot", metavar="FILE.png", help="draw TTFT and TPOT against load for both modes")
     parser.add_argument("--emit-endpoint", action="store_true",
                         help="print only the endpoints: block for config/*.yaml, ready to paste")
@@ -121,11 +123,11 @@ class _Target:
     decode_nodes: int
 
 
-def _environment(name: str, instance_text: str | None) -> tuple[_Target, str]:
-    from hyperpod_dpd.config import load_environment
+def _environment(name: str, instance_text: str | None, directory: str | None = None) -> tuple[_Target, str]:
+    from hyperpod_dpd.config import config_dir, load_environment
 
-    env = load_environment(name)
-    source = f"config/{name}.yaml"
+    env = load_environment(name, config_dir(directory))
+    source = str(config_dir(directory) / f"{name}.yaml")
     groups = {role: env.hyperpod.groups(role) for role in ("prefill", "decode")}
     if instance_text is None:
         every = [g for role in groups.values() for g in role]
@@ -185,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     target = None
     instance_text = args.instance
     if args.env:
-        target, instance_text = _environment(args.env, instance_text)
+        target, instance_text = _environment(args.env, instance_text, args.config_dir)
     chosen_instance = _instance(instance_text if instance_text is not None else _required(args, "instance"))
     if target is not None:
         _check_layout(target, chosen_instance.name, prefill, decode, baseline)

@@ -52,7 +52,7 @@ def test_a_rendered_endpoint_is_valid(iec_manifest: Manifest) -> None:
     (lambda m: m["spec"]["pdSpec"].__setitem__("routingThreshold", -1),
      "spec.pdSpec.routingThreshold: -1: -1 is less than the minimum of 0"),
     (lambda m: m["spec"].pop("modelName"),
-     "spec.modelName: null: is required by the CRD schema"),
+     "spec.modelName: missing: is required by the CRD schema"),
     (lambda m: m["spec"]["intelligentRoutingSpec"].__setitem__("routingStrategy", "leastload"),
      "spec.intelligentRoutingSpec.routingStrategy: 'leastload': 'leastload' is not one of"),
     (lambda m: m["spec"]["pdSpec"]["prefillSpec"].__setitem__("replicas", "two"),
