@@ -125,9 +125,10 @@ class _Target:
 
 def _environment(name: str, instance_text: str | None, directory: str | None = None) -> tuple[_Target, str]:
     from hyperpod_dpd.config import config_dir, load_environment
+    from hyperpod_dpd.config.loader import display_path
 
     env = load_environment(name, config_dir(directory))
-    source = str(config_dir(directory) / f"{name}.yaml")
+    source = display_path(config_dir(directory) / f"{name}.yaml")
     groups = {role: env.hyperpod.groups(role) for role in ("prefill", "decode")}
     if instance_text is None:
         every = [g for role in groups.values() for g in role]

@@ -91,14 +91,14 @@ def test_env_refuses_a_layout_larger_than_its_instance_groups(capsys: pytest.Cap
     code, out, err = _run(capsys, *BASE, "--concurrency", "8", "--env", "dev", "--prefill-nodes", "2")
     assert code == 2 and out == ""
     assert err == ("hpdpd: error: --prefill-nodes: 2: larger than environment dev's prefill instance groups "
-                   "(1 x ml.p5.48xlarge in config/dev.yaml)\n")
+                   "(1 x ml.p5.48xlarge in tests/fixtures/config/dev.yaml)\n")
 
 
 def test_env_refuses_an_instance_type_it_does_not_have(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "plan", "--model", "Llama-3.3-70B", "--instance", "ml.p6-b200.48xlarge",
                         "--env", "dev", "--input-tokens", "8192", "--output-tokens", "512", "--concurrency", "8")
     assert code == 2
-    assert err == ("hpdpd: error: config/dev.yaml: hyperpod.instance_groups: 'ml.p6-b200.48xlarge': environment dev "
+    assert err == ("hpdpd: error: tests/fixtures/config/dev.yaml: hyperpod.instance_groups: 'ml.p6-b200.48xlarge': environment dev "
                    "has no prefill group of this type (prefill: 1 x ml.p5.48xlarge)\n")
 
 
