@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from hyperpod_dpd.k8s.gitops import write_manifests
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import Field, PrivateAttr
+
 from hyperpod_dpd.catalogue.regions import HYPERPOD_REGIONS
 from hyperpod_dpd.config.base import AccountId, Model, Region, join
 from hyperpod_dpd.config.eks import EksConfig
@@ -14,7 +16,6 @@ from hyperpod_dpd.config.hyperpod import HyperPodConfig
 from hyperpod_dpd.config.network import NetworkConfig
 from hyperpod_dpd.config.operator import InferenceOperatorConfig, ModelBucket
 from hyperpod_dpd.errors import Issue
-from pydantic import Field, PrivateAttr
 
 
 class EnvironmentConfig(Model):

@@ -6,9 +6,10 @@ import ipaddress
 from collections.abc import Iterator
 from typing import Any
 
+from pydantic import Field, model_validator
+
 from hyperpod_dpd.config.base import AvailabilityZone, Cidr, Model, join
 from hyperpod_dpd.errors import Issue
-from pydantic import Field, model_validator
 
 
 class CreateVpc(Model):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+
 from hyperpod_dpd.planner.plan import Plan
 
 BUCKET_PLACEHOLDER = "<BUCKET>"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError, ProfileNotFound
+
 from hyperpod_dpd import __version__
 from hyperpod_dpd.aws import (
     ClientFactory,

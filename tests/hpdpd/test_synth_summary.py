@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.synth_summary import main, summarize
 

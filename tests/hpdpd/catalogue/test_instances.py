@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import boto3
 import pytest
-from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES, instance
 from moto import mock_aws
+
+from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES, instance
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from hyperpod_dpd.catalogue.models import MODELS, model
 
 

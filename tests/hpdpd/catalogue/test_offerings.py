@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
 from hyperpod_dpd.catalogue.offerings import CDK_VALIDATOR_LAGS, PRICED
 from hyperpod_dpd.catalogue.regions import HYPERPOD_REGIONS

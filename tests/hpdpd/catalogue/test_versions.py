@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+
 from hyperpod_dpd.catalogue.versions import (
     CORE_ADDONS,
     DEFAULT_EKS_VERSION,

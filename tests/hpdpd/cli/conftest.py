@@ -7,8 +7,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from hyperpod_dpd.aws import ClientFactory
 
+from hyperpod_dpd.aws import ClientFactory
 from tests.hpdpd.moto_clusters import MOTO_ACCOUNT  # noqa: F401 - re-exported for the command tests
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 from botocore.stub import Stubber
+
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.cli import preflight as preflight_cli
 from hyperpod_dpd.cli.main import main
-
 from tests.hpdpd.cli.conftest import MOTO_ACCOUNT
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.errors import ConfigError
 

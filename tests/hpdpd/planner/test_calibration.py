@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION, Calibration

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import yaml
+
 from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.config.endpoints import parse_endpoint

@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, instance
 from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION as CAL
@@ -22,8 +25,6 @@ from hyperpod_dpd.planner.formulas import (
     step_seconds,
     valid_tensor_parallel_sizes,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 LLAMA_70B = MODELS["Llama-3.3-70B"]
 P5 = instance("ml.p5.48xlarge")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner.plan import Plan, PlanError, make_plan

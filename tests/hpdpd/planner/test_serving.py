@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION as CAL
@@ -12,8 +15,6 @@ from hyperpod_dpd.planner.calibration import Calibration
 from hyperpod_dpd.planner.formulas import kv_transfer_seconds, prefill_seconds, step_costs, step_seconds
 from hyperpod_dpd.planner.serving import Colocated, Disaggregated
 from hyperpod_dpd.planner.workload import LengthDistribution, Workload
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 GIB = 1024**3
 P5 = instance("ml.p5.48xlarge")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from hyperpod_dpd.planner.workload import LengthDistribution, Workload, parse_counts, parse_rates
 
 
