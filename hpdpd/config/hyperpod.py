@@ -176,7 +176,8 @@ class DependenciesChart(Model):
             if not chart.is_file():
                 yield Issue(join(path, "local_path"), self.local_path,
                             f"must be a chart directory containing Chart.yaml (looked for {chart}); "
-                            "run 'make vendor-chart' or use an oci:// repository")
+                            "copy the HyperPod dependencies chart there (with 'helm dependency build' run in it) or use an oci:// "
+                            "repository")
 
 
 class HyperPodConfig(Model):

@@ -117,7 +117,7 @@ class PipelineConfig(Model):
             if promotion.smoke and promotion.checks_role_arn is None:
                 yield Issue(join(where, "checks_role_arn"), promotion.given("checks_role_arn"),
                             "is required when smoke is true: the read-only CDK lookup role cannot call "
-                            "sagemaker:InvokeEndpointWithResponseStream; see the README section 'Enable smoke tests for an environment'")
+                            "sagemaker:InvokeEndpointWithResponseStream; see docs/pipeline.md, 'Enable smoke tests for an environment'")
 
     def environment_issues(self, available: Sequence[str], loaded: Mapping[str, EnvironmentConfig]) -> Iterator[Issue]:
         """Checks against the environment files: every name exists, and smoke and roles fit the environment."""

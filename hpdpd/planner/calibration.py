@@ -2,7 +2,7 @@
 
 Datasheet peaks (catalogue) are never reached; these factors turn them into what vLLM + LMCache + NIXL achieve. Each
 field says whether it is *calibrated* (fitted to a public measurement) or *assumed* (a documented engine default or a
-conservative choice). README ("Sizing planner", "Calibration") explains the fits.
+conservative choice). docs/planner.md ("Calibration") explains the fits.
 """
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ BAD_INPUT: dict[str, tuple[Mutation, str]] = {
     "smoke without a checks role": (
         lambda d: _promotion("dev")(d).__setitem__("smoke", True),
         "environments[0].checks_role_arn: missing: is required when smoke is true: the read-only CDK lookup role cannot "
-        "call sagemaker:InvokeEndpointWithResponseStream; see the README section 'Enable smoke tests for an environment'"),
+        "call sagemaker:InvokeEndpointWithResponseStream; see docs/pipeline.md, 'Enable smoke tests for an environment'"),
     "smoke on an environment without endpoints": (
         lambda d: _promotion("staging")(d).update(
             smoke=True, checks_role_arn="arn:aws:iam::222222222222:role/hpdpd-pipeline-smoke"),
