@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.aws import http_status, is_not_found
-from hyperpod_dpd.ops.checks import Check, failed, guarded, passed
+from hyperpod_dpd.ops.checks import Check, failed, guarded, passed, warned
 from hyperpod_dpd.ops.endpoints import EndpointLike
 
 if TYPE_CHECKING:
@@ -69,7 +69,12 @@ def _model_check(env: EnvironmentConfig, s3: Any, location: Any, name: str) -> I
     uri = f"s3://{location.bucket}/{prefix}"
     region = bucket_region(s3, location.bucket)
     if region is None:
-        yield failed(name, f"{uri}: the bucket does not exist", fix="upload the model or fix the endpoint's model.s3")
+        if any(b.create and b.name == location.bucket for b in env.operator.model_buckets):
+            # A first deploy: the platform stack creates the bucket, so the weights cannot be there yet.
+            yield warned(name, f"{uri}: the bucket does not exist yet; the platform stack creates it",
+                         fix=f"after the platform stack deploys, upload the model to {uri} before the endpoint starts")
+        else:
+            yield failed(name, f"{uri}: the bucket does not exist", fix="upload the model or fix the endpoint's model.s3")
         return
     if region != env.region:
         yield failed(name, f"{uri} is in {region}, the cluster in {env.region}", fix=_relocate_fix(location.bucket, env.region))

@@ -7,6 +7,7 @@ from typing import Any
 
 import boto3
 from botocore.stub import Stubber
+
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.ops.model_checks import bucket_checks, endpoint_model_checks
@@ -66,3 +67,17 @@ def test_access_denied_on_a_bucket_warns_with_the_permission(make_env: Callable[
         rows = list(bucket_checks(env, s3))
     assert rows[0].status == "warn" and "access denied" in rows[0].detail
     assert rows[0].fix is not None and "s3:ListBucket" in rows[0].fix
+
+
+def test_a_model_in_a_bucket_the_stack_creates_only_warns_before_the_first_deploy(
+        make_env: Callable[..., EnvironmentConfig], clients: ClientFactory, make_endpoint: Callable[..., Any]) -> None:
+    # GIVEN a model bucket the platform stack creates, which does not exist yet (a first deploy)
+    env = make_env(lambda d: d.setdefault("operator", {}).__setitem__(
+        "model_buckets", [{"name": "models-created-by-stack", "create": True}]))
+    endpoint = make_endpoint(name="first", bucket="models-created-by-stack", prefix="llama")
+    # WHEN preflight checks the endpoint's model
+    rows = list(endpoint_model_checks(env, clients.client("s3"), (endpoint,)))
+    # THEN it warns (the pipeline's preflight must not stop a first promotion) and says what to do after the deploy
+    assert [(r.status, r.detail) for r in rows] == [
+        ("warn", "s3://models-created-by-stack/llama: the bucket does not exist yet; the platform stack creates it")]
+    assert rows[0].fix is not None and "upload the model" in rows[0].fix
