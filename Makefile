@@ -18,7 +18,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup setup-checkov synth test checkov lint bench imports offerings stateful-manifest clean
+.PHONY: setup setup-checkov synth test checkov lint typecheck bench imports offerings stateful-manifest clean
 
 setup: $(STAMP_PY) $(STAMP_NODE)
 
@@ -53,6 +53,7 @@ synth: setup
 
 test: setup setup-checkov
 	$(PY) -m ruff check .
+	$(PY) scripts/typecheck.py
 	$(PY) -m pytest
 
 checkov: synth setup-checkov
@@ -60,6 +61,10 @@ checkov: synth setup-checkov
 
 lint: setup
 	$(PY) -m ruff check .
+
+# mypy over the distribution as it installs (hyperpod_dpd.*), with its cache in .cache/mypy.
+typecheck: setup
+	$(PY) scripts/typecheck.py
 
 bench: setup
 	bash bench/synth.sh

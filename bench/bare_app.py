@@ -9,9 +9,11 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 
 from hyperpod_dpd.config import load_all
+from hyperpod_dpd.infra.platform import availability_zone_context
 
-app = cdk.App()
-for env in load_all():
+environments = load_all()
+app = cdk.App(context=availability_zone_context(*environments))  # as the project's app: no AZ lookups
+for env in environments:
     stack = cdk.Stack(app, f"bare-{env.name}", env=cdk.Environment(account=env.account, region=env.region))
     vpc = ec2.Vpc(stack, "Vpc", availability_zones=list(env.network.availability_zones), nat_gateways=1)
     cluster = eks.Cluster(stack, "Eks", vpc=vpc, version=eks.KubernetesVersion.of(env.eks.version),

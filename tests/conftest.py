@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import yaml
-from hyperpod_dpd.stacks.assembly import Synthesized, read_assembly  # noqa: F401 - re-exported for tests
 from hypothesis import settings as hypothesis_settings
 
+from hyperpod_dpd.stacks.assembly import Synthesized, read_assembly  # noqa: F401 - re-exported for tests
 from tests.paths import FIXTURE_CONFIG_DIR, ROOT, USER_CONFIG_DIR
 
 # Everything that loads configuration without naming a directory reads the fixtures, never the user's config/.
