@@ -18,12 +18,19 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup setup-checkov synth test checkov lint typecheck bench imports offerings stateful-manifest clean
+.PHONY: setup setup-checkov setup-system synth test checkov lint typecheck bench imports offerings stateful-manifest clean
 
 setup: $(STAMP_PY) $(STAMP_NODE)
 
 # checkov is needed only by the targets that run it (test, checkov), not by synth.
 setup-checkov: $(STAMP_CHECKOV)
+
+# Debian tools the lifecycle-script tests run (rsync, shellcheck); installed when missing and apt-get is usable.
+setup-system:
+	@command -v rsync >/dev/null && command -v shellcheck >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rsync shellcheck >/dev/null; \
+	  else echo "note: rsync/shellcheck missing and apt-get unavailable; their tests will be skipped"; fi; }
 
 $(STAMP_PY): requirements.txt requirements-dev.txt constraints.txt pyproject.toml setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,7 +58,7 @@ synth: setup
 	$(PY) -m hyperpod_dpd.k8s.gitops --out dist/k8s
 	$(PY) -m hyperpod_dpd.synth_summary cdk.out
 
-test: setup setup-checkov
+test: setup setup-checkov setup-system
 	$(PY) -m ruff check .
 	$(PY) scripts/typecheck.py
 	$(PY) -m pytest
