@@ -12,12 +12,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from hyperpod_dpd.infra.guardrails.stateful import stateful_resources
+from hyperpod_dpd.stacks.application import build_app, cdk_json_context
+from hyperpod_dpd.stacks.assembly import read_assembly
 
-from hyperpod_dpd.infra.guardrails.stateful import stateful_resources  # noqa: E402
-from hyperpod_dpd.stacks.application import build_app, cdk_json_context  # noqa: E402
-from hyperpod_dpd.stacks.assembly import read_assembly  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MANIFEST = ROOT / "security" / "stateful-resources.json"
 
@@ -29,7 +28,7 @@ def main() -> int:
         assembly = read_assembly(Path(outdir))
         manifest: dict[str, dict[str, dict[str, str]]] = {}
         for (env, part), template in sorted(assembly.templates.items()):
-            if env in stages:
+            if env in stages and stateful_resources(template):  # a stack without stateful resources has nothing to guard
                 manifest.setdefault(env, {})[part] = stateful_resources(template)
     MANIFEST.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     print(f"wrote {MANIFEST.relative_to(ROOT)}: " + ", ".join(

@@ -19,7 +19,8 @@ class EndpointsStack(cdk.Stack):
     deploy after the platform stack.
 
     Kept apart from the platform stack so that endpoint changes (replicas, threshold, image) never touch the
-    cluster stacks.
+    cluster stacks. With no endpoints it holds one placeholder (CloudFormation refuses an empty template), so the
+    stack outlives its last endpoint and deleting that endpoint from the config deletes its objects.
     """
 
     def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, eks_cluster: HyperPodEksCluster,
@@ -27,3 +28,5 @@ class EndpointsStack(cdk.Stack):
         super().__init__(scope, id, **kwargs)
         self.charts, self.manifests = build_endpoints(self, config=config, eks_cluster=eks_cluster,
                                                       inference_operator=inference_operator)
+        if not self.manifests:
+            cdk.CfnResource(self, "NoEndpoints", type="AWS::CloudFormation::WaitConditionHandle")

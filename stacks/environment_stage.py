@@ -9,8 +9,9 @@ from constructs import Construct
 
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.infra.guardrails import apply_guardrails
+from hyperpod_dpd.infra.guardrails.stateful import retain_stateful_resources
 from hyperpod_dpd.stacks.endpoints_stack import EndpointsStack
-from hyperpod_dpd.stacks.naming import environment, stack_name
+from hyperpod_dpd.stacks.naming import environment, removal_policy, stack_name
 from hyperpod_dpd.stacks.network_stack import NetworkStack
 from hyperpod_dpd.stacks.platform_stack import PlatformStack
 
@@ -30,15 +31,19 @@ class EnvironmentStage(cdk.Stage):
                                       description=f"hyperpod-dpd {config.name}: EKS, HyperPod dependencies, HyperPod cluster",
                                       **common)
         self.platform.add_stack_dependency(self.network)
-        self.endpoints: EndpointsStack | None = None
-        if config.endpoints:
-            self.endpoints = EndpointsStack(
-                self, "Endpoints", config=config, eks_cluster=self.platform.eks,
-                inference_operator=self.platform.inference_operator, stack_name=stack_name(config, "endpoints"),
-                description=f"hyperpod-dpd {config.name}: DPD endpoints (InferenceEndpointConfig, router resources)",
-                **common)
+        # Always present, even with no endpoints: removing an environment's last endpoint then updates this stack,
+        # which deletes the endpoint's objects, instead of leaving a stack that no deploy touches any more.
+        self.endpoints = EndpointsStack(
+            self, "Endpoints", config=config, eks_cluster=self.platform.eks,
+            inference_operator=self.platform.inference_operator, stack_name=stack_name(config, "endpoints"),
+            description=f"hyperpod-dpd {config.name}: DPD endpoints (InferenceEndpointConfig, router resources)",
+            **common)
+        self.endpoints.add_stack_dependency(self.platform)
         for key, value in {"project": "hyperpod-dpd", **config.tags}.items():
             cdk.Tags.of(self).add(key, value)
+        # removal_policy: retain keeps every stateful resource of every stack (the HyperPod cluster and the network
+        # included) on stack deletion and replacement; destroy leaves each construct's own policy.
+        retain_stateful_resources(self, removal_policy(config))
         # Security gates on every synth: cdk-nag's AwsSolutions pack and the project's own rules. Findings fail
         # synthesis unless acknowledged on the one construct they concern, with a reason (see infra/nag.py).
         apply_guardrails(self, production=config.production)

@@ -151,12 +151,15 @@ def test_recorded_stateful_resources_keep_their_logical_ids(checked: Checked) ->
 
 
 def test_retained_environments_retain_their_data(checked: Checked) -> None:
+    # Every stateful resource (the HyperPod cluster, the network, EKS, buckets, keys, log groups, the OIDC provider)
+    # survives a stack deletion and a replacement in an environment whose removal policy is retain.
     for (env, _part), template in checked.synthesized.templates.items():
         if checked.environments[env].removal_policy != "retain":
             continue
         for logical_id, resource in template["Resources"].items():
             if resource["Type"] in RETAINED_TYPES:
-                assert resource.get("DeletionPolicy") == "Retain", f"{env}: {logical_id}"
+                assert (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy")) == ("Retain", "Retain"), \
+                    f"{env}: {logical_id} ({resource['Type']})"
 
 
 def test_the_added_environment_is_really_different(checked: Checked) -> None:

@@ -1,9 +1,12 @@
-"""Which resources hold state, and which of their properties force a replacement when they change.
+"""Which resources hold state, which of their properties force a replacement when they change, and how an
+environment whose removal policy is ``retain`` keeps all of them.
 
 Used by the replacement guards: the logical ids of these resources are committed per environment
 (``security/stateful-resources.json``, ``make stateful-manifest``), and tests prove that routine changes neither
 rename them nor touch a create-only property. Create-only properties come from the CloudFormation registry schemas
-(cfn-lint's copy), so the list follows AWS rather than memory.
+(cfn-lint's copy), so the list follows AWS rather than memory. :class:`RetainStatefulResources` gives every one
+of them ``DeletionPolicy`` and ``UpdateReplacePolicy`` ``Retain`` in such an environment (rule ``HPDPD-DATA1`` checks
+it in production).
 """
 
 from __future__ import annotations
@@ -11,13 +14,43 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import aws_cdk as cdk
+import jsii
+from constructs import IConstruct
+
 STATEFUL_TYPES: tuple[str, ...] = (
     "AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EC2::VPCCidrBlock", "AWS::EC2::SecurityGroup",
     "AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::Logs::LogGroup",
     "AWS::IAM::OIDCProvider",
 )
-# Data that must survive a stack deletion in an environment whose removal policy is "retain".
-RETAINED_TYPES: tuple[str, ...] = ("AWS::S3::Bucket", "AWS::KMS::Key", "AWS::EKS::Cluster")
+# What must survive a stack deletion or a replacement in an environment whose removal policy is "retain": every
+# stateful type. The HyperPod cluster holds the GPU capacity (and any training-plan reservation); the network holds
+# what the cluster's create-only VpcConfig points at.
+RETAINED_TYPES: tuple[str, ...] = STATEFUL_TYPES
+RETAIN_ATTRIBUTES: tuple[str, ...] = ("DeletionPolicy", "UpdateReplacePolicy")
+
+
+@jsii.implements(cdk.IAspect)
+class RetainStatefulResources:
+    """``RemovalPolicy.RETAIN`` (both ``DeletionPolicy`` and ``UpdateReplacePolicy``) on every ``CfnResource`` of a
+    :data:`RETAINED_TYPES` type in the subtree, whatever its construct chose: one mechanism for L2 constructs, L1
+    resources (the HyperPod cluster) and what aws-cdk-lib creates inside them."""
+
+    def visit(self, node: IConstruct) -> None:
+        if isinstance(node, cdk.CfnResource) and node.cfn_resource_type in RETAINED_TYPES:
+            node.apply_removal_policy(cdk.RemovalPolicy.RETAIN, apply_to_update_replace_policy=True)
+
+
+def retain_stateful_resources(scope: IConstruct, policy: cdk.RemovalPolicy) -> None:
+    """Retain every stateful resource under ``scope`` when ``policy`` is ``RETAIN``; any other policy changes nothing
+    (each construct keeps the policy it was given)."""
+    if policy == cdk.RemovalPolicy.RETAIN:
+        cdk.Aspects.of(scope).add(RetainStatefulResources(), priority=cdk.AspectPriority.MUTATING)
+
+
+def missing_retention(resource: Mapping[str, Any]) -> dict[str, Any]:
+    """The retention attributes of one template resource that are not ``Retain``, with their values."""
+    return {a: resource.get(a) for a in RETAIN_ATTRIBUTES if resource.get(a) != "Retain"}
 
 
 def stateful_resources(template: Mapping[str, Any]) -> dict[str, str]:

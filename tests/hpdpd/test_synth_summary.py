@@ -12,7 +12,7 @@ def test_environment_summary_lists_stacks_groups_and_gpus(synthesized) -> None:
     lines = summarize(load_environment("prod"), synthesized.outdir)
     assert lines[0] == "prod  account 333333333333  region us-east-1  GPU AZ us-east-1a"
     assert [line.split()[1] for line in lines if line.strip().startswith("stack")] == [
-        "hpdpd-prod-network", "hpdpd-prod-platform"]
+        "hpdpd-prod-endpoints", "hpdpd-prod-network", "hpdpd-prod-platform"]
     assert "  group prefill      prefill    3 x ml.p6-b200.48xlarge    (8x B200 each, EFA 3,200 Gbps)" in lines
     assert lines[-1] == "  GPUs  32 total: decode 8, prefill 24"
 

@@ -129,6 +129,16 @@ def test_prod_retains_the_lifecycle_bucket_and_dev_cleans_it_up(synthesized) -> 
     assert not synthesized.resources("prod", "platform", "Custom::S3AutoDeleteObjects")
 
 
+def test_prod_retains_the_cluster_and_its_gpu_capacity_and_dev_does_not(synthesized) -> None:
+    # GIVEN prod (removal_policy: retain) and dev (destroy)
+    _, prod = synthesized.only("prod", "platform", "AWS::SageMaker::Cluster")
+    _, dev = synthesized.only("dev", "platform", "AWS::SageMaker::Cluster")
+    # THEN a deletion or a replacement of prod's stack leaves its HyperPod cluster (and its reservation) in place
+    assert (prod["DeletionPolicy"], prod["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    # AND dev's cluster goes with its stack (CloudFormation's default: no policy, deleted)
+    assert "DeletionPolicy" not in dev and "UpdateReplacePolicy" not in dev
+
+
 def _group(**overrides: Any) -> InstanceGroup:
     base: dict[str, Any] = {"name": "prefill", "role": "prefill", "instance_type": "ml.p5.48xlarge", "count": 1}
     return InstanceGroup(**{**base, **overrides})

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from hyperpod_dpd.infra.guardrails.stateful import STATEFUL_TYPES, stateful_resources
+
 ENVS = ("dev", "staging", "prod")
 
 
@@ -34,6 +36,25 @@ def test_prod_has_termination_protection_and_dev_does_not(synthesized) -> None:
     for part in ("Network", "Platform"):
         assert _manifest_stack(synthesized, "prod", part)["properties"]["terminationProtection"] is True
         assert not _manifest_stack(synthesized, "dev", part)["properties"].get("terminationProtection", False)
+
+
+def test_prod_retains_every_stateful_resource_and_dev_destroys_its_own(synthesized) -> None:
+    # GIVEN every stateful resource of prod's and dev's stacks (network, platform, endpoints)
+    def policies(env: str) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+        return {(part, logical_id): (t["Resources"][logical_id].get("DeletionPolicy"),
+                                     t["Resources"][logical_id].get("UpdateReplacePolicy"))
+                for (e, part), t in synthesized.templates.items() if e == env for logical_id in stateful_resources(t)}
+
+    prod, dev = policies("prod"), policies("dev")
+    # THEN prod (removal_policy: retain) retains every one of them, of every stateful type, on deletion and replacement
+    assert set(prod.values()) == {("Retain", "Retain")}
+    types = {synthesized.templates[("prod", part)]["Resources"][logical_id]["Type"] for part, logical_id in prod}
+    assert types == set(STATEFUL_TYPES)
+    # AND dev (destroy) retains none of its own: its VPC, EKS and HyperPod clusters and buckets are deleted with it
+    (hyperpod,) = synthesized.resources("dev", "platform", "AWS::SageMaker::Cluster")
+    (vpc,) = synthesized.resources("dev", "network", "AWS::EC2::VPC")
+    assert dev[("platform", hyperpod)] == dev[("network", vpc)] == (None, None)
+    assert {dev[("platform", b)] for b in synthesized.resources("dev", "platform", "AWS::S3::Bucket")} == {("Delete", "Delete")}
 
 
 def test_environment_tags_reach_the_resources(synthesized) -> None:

@@ -19,11 +19,11 @@ import pytest
 import yaml
 from aws_cdk import assertions, pipelines
 from cfnlint.api import ManualArgs, lint
+
 from hyperpod_dpd.config import load_environment, parse_environment
 from hyperpod_dpd.config.pipeline import PipelineConfig, load_pipeline
 from hyperpod_dpd.stacks.application import build_app, cdk_json_context
-from hyperpod_dpd.stacks.pipeline_stack import EnvironmentChecks, pinned_cli_version
-
+from hyperpod_dpd.stacks.pipeline_stack import EnvironmentChecks, deploy_role_arn, pinned_cli_version
 from tests.paths import FIXTURE_CONFIG_DIR, ROOT
 
 HPDPD = ".venv/bin/hpdpd"
@@ -202,6 +202,82 @@ def test_pipeline_deploys_the_stacks_cdk_deploy_deploys(pipeline: Pipeline, env:
     # AND in dependency order: the network stack is deployed before the platform stack is prepared
     order = {a["Name"]: a["RunOrder"] for a in pipeline.stage(env)}
     assert order[f"hpdpd-{env}-network.Deploy"] < order[f"hpdpd-{env}-platform.Prepare"]
+
+
+def _protected_stacks(pipeline: Pipeline, env: str) -> list[str]:
+    """The stacks of assembly-<env> that `cdk deploy` creates with termination protection."""
+    manifest = json.loads((pipeline.outdir / f"assembly-{env}" / "manifest.json").read_text())
+    return [a["properties"]["stackName"] for a in manifest["artifacts"].values()
+            if a["type"] == "aws:cloudformation:stack" and a["properties"].get("terminationProtection")]
+
+
+def test_prod_turns_termination_protection_on_after_its_deployments(pipeline: Pipeline) -> None:
+    # GIVEN prod, whose stacks `cdk deploy` creates with termination protection (termination_protection: true)
+    protected = _protected_stacks(pipeline, "prod")
+    assert protected == ["hpdpd-prod-network", "hpdpd-prod-platform", "hpdpd-prod-endpoints"]
+    # WHEN prod's stage is read from the pipeline template
+    step = pipeline.action("prod", "TerminationProtection")
+    deployments = [a["RunOrder"] for a in pipeline.stage("prod") if a["Name"].rsplit(".", 1)[-1] in CFN_ACTIONS]
+    # THEN the protection step runs after every deployment of the stage, next to Verify (not behind it)
+    assert step["RunOrder"] > max(deployments)
+    assert step["RunOrder"] == pipeline.action("prod", "Verify")["RunOrder"]
+    # AND for each protected stack it enables protection in prod's Region through the deploy-role profile, then
+    # fails unless describe-stacks reports it on
+    target = "--profile hpdpd-protect --region us-east-1"
+    expected = ['aws configure set profile.hpdpd-protect.role_arn "$HPDPD_PROTECT_ROLE_ARN"',
+                "aws configure set profile.hpdpd-protect.credential_source EcsContainer",
+                "aws configure set profile.hpdpd-protect.role_session_name hpdpd-pipeline-protect"]
+    for name in protected:
+        expected += [
+            f"aws cloudformation update-termination-protection --enable-termination-protection --stack-name {name} "
+            f"{target}",
+            f"test \"$(aws cloudformation describe-stacks --query 'Stacks[0].EnableTerminationProtection' --output text "
+            f"--stack-name {name} {target})\" = True || {{ echo \"termination protection is off on {name}\" >&2; false; }}",
+        ]
+    assert pipeline.commands(step) == expected
+    config = load_environment("prod")
+    deploy_role = f"arn:aws:iam::{config.account}:role/cdk-hnb659fds-deploy-role-{config.account}-{config.region}"
+    assert pipeline.variables(step) == {"HPDPD_PROTECT_ROLE_ARN": deploy_role}
+
+
+@pytest.mark.parametrize("env", ["dev", "staging"])
+def test_a_stage_without_protected_stacks_has_no_protection_step(pipeline: Pipeline, env: str) -> None:
+    # GIVEN an environment with termination_protection: false
+    assert _protected_stacks(pipeline, env) == []
+    # THEN its stage has no protection step, and no role exists for one
+    assert all(a["Name"] != "TerminationProtection" for a in pipeline.stage(env))
+    assert not [k for k in pipeline.resources if k.startswith(f"Protection{env}")]
+
+
+def test_the_protection_role_may_assume_only_the_deploy_role_of_prods_account_and_region(pipeline: Pipeline) -> None:
+    # GIVEN the CodeBuild role of prod's protection step
+    step = pipeline.action("prod", "TerminationProtection")
+    role_id = pipeline.project(step)["ServiceRole"]["Fn::GetAtt"][0]
+    role = pipeline.resources[role_id]["Properties"]
+    assert role["AssumeRolePolicyDocument"]["Statement"] == [
+        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"}}]
+    assert "Policies" not in role and "ManagedPolicyArns" not in role
+    # WHEN every statement of every policy attached to it is collected
+    statements = [s for r in pipeline.resources.values() if r["Type"] == "AWS::IAM::Policy"
+                  and {"Ref": role_id} in r["Properties"]["Roles"] for s in r["Properties"]["PolicyDocument"]["Statement"]]
+    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    # THEN it may assume exactly one role, prod's CDK bootstrap deploy role; it holds no CloudFormation permission
+    # itself, and the rest is the CodeBuild plumbing every pipeline step gets (logs, reports, artifacts, key)
+    config = load_environment("prod")
+    assert [s["Resource"] for s in statements if "sts:AssumeRole" in json.dumps(s["Action"])] == [
+        f"arn:{config.partition}:iam::{config.account}:role/cdk-hnb659fds-deploy-role-{config.account}-{config.region}"]
+    assert {a.split(":")[0] for a in actions} == {"sts", "logs", "codebuild", "s3", "kms"}
+    assert {a for a in actions if a.startswith("sts:")} == {"sts:AssumeRole"}
+
+
+@pytest.mark.parametrize(("region", "partition"), [("us-east-1", "aws"), ("cn-north-1", "aws-cn"),
+                                                   ("us-gov-west-1", "aws-us-gov")])
+def test_the_deploy_role_arn_follows_the_environments_partition(region: str, partition: str) -> None:
+    # GIVEN an environment (only account, Region and the partition they imply matter)
+    config = load_environment("prod").model_copy(update={"region": region})
+    # THEN the deploy role's ARN is in that partition, account and Region, with the bootstrap qualifier
+    assert deploy_role_arn(config, "custom") == (
+        f"arn:{partition}:iam::333333333333:role/cdk-custom-deploy-role-333333333333-{region}")
 
 
 def test_pipeline_templates_pass_cfn_lint(pipeline: Pipeline) -> None:

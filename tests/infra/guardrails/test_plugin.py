@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from aws_cdk import aws_s3 as s3
+
 from hyperpod_dpd.infra.guardrails import PLUGIN_NAME, RULES, acknowledge
 from hyperpod_dpd.stacks.application import build_app
 
@@ -56,7 +57,7 @@ def test_an_acknowledgment_with_a_reason_lets_one_construct_through(tmp_path: Pa
 
 def test_every_rule_has_an_id_description_and_fix() -> None:
     ids = [r.id for r in RULES]
-    assert len(ids) == len(set(ids)) == 15
+    assert len(ids) == len(set(ids)) == 16
     assert all(r.description and r.fix for r in RULES)
     with pytest.raises(KeyError):
         acknowledge(None, "HPDPD-NOPE", "x")  # type: ignore[arg-type]

@@ -8,15 +8,21 @@ import json
 from pathlib import Path
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
 import yaml
+from aws_cdk import assertions
+from aws_cdk import aws_s3 as s3
 from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
 
 from hyperpod_dpd.config import load_environment
+from hyperpod_dpd.infra import HyperPodDpdPlatform, apply_guardrails, availability_zone_context
 from hyperpod_dpd.infra.guardrails.stateful import (
     RETAINED_TYPES,
     STATEFUL_TYPES,
     create_only_values,
+    missing_retention,
+    retain_stateful_resources,
     stateful_resources,
 )
 from hyperpod_dpd.stacks.application import build_app
@@ -28,10 +34,12 @@ MANIFEST = ROOT / "tests" / "fixtures" / "stateful-resources.json"
 
 
 def test_stateful_logical_ids_match_the_committed_manifest(synthesized: Synthesized) -> None:
-    committed = json.loads(MANIFEST.read_text())
+    # Stacks without stateful resources (an endpoints stack) carry nothing to guard, on either side.
+    committed = {env: {part: ids for part, ids in parts.items() if ids}
+                 for env, parts in json.loads(MANIFEST.read_text()).items()}
     current: dict[str, dict[str, dict[str, str]]] = {}
     for (env, part), template in synthesized.templates.items():
-        if env in committed:
+        if env in committed and stateful_resources(template):
             current.setdefault(env, {})[part] = stateful_resources(template)
     assert current == committed, (
         "stateful resources were renamed, added or removed; a rename replaces the resource. If the change is "
@@ -111,14 +119,63 @@ def test_the_endpoint_keeps_its_name_across_routine_changes(before_after: tuple[
     assert iec_names(before) == iec_names(after) == ["llama-3-3-70b-9b9be6"]
 
 
-def test_retained_environments_keep_their_data_on_delete(synthesized: Synthesized) -> None:
+def test_retained_environments_keep_their_data_on_delete_and_replacement(synthesized: Synthesized) -> None:
+    # GIVEN prod (removal_policy: retain) and dev (destroy), as `make synth` builds them
+    retained: dict[str, set[str]] = {"prod": set(), "dev": set()}
     for (env, part), template in synthesized.templates.items():
-        if env != "prod":
+        if env not in retained:
             continue
-        for logical_id, resource in template["Resources"].items():
-            if resource["Type"] in RETAINED_TYPES:
-                assert resource.get("DeletionPolicy") == "Retain", (part, logical_id)
-                assert resource.get("UpdateReplacePolicy") == "Retain", (part, logical_id)
+        for logical_id, type_ in stateful_resources(template).items():
+            resource = template["Resources"][logical_id]
+            if env == "prod":
+                # THEN every stateful resource of prod survives a stack deletion and a replacement
+                assert (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy")) == ("Retain", "Retain"), \
+                    (part, logical_id)
+                retained["prod"].add(type_)
+            elif resource.get("DeletionPolicy") == "Retain":
+                retained["dev"].add(type_)
+    # AND that covers every stateful type, the HyperPod cluster (the GPU capacity) included
+    assert retained["prod"] == set(RETAINED_TYPES) == set(STATEFUL_TYPES)
+    # AND dev keeps its destroy behaviour: only aws-cdk-lib's bucket-deployment handler log group, which aws-cdk-lib
+    # always retains, survives it
+    assert retained["dev"] == {"AWS::Logs::LogGroup"}
+
+
+def test_the_retention_aspect_retains_stateful_types_only_and_only_for_retain() -> None:
+    # GIVEN two stacks with an L1 HyperPod cluster, an L2 bucket destroyed by its construct, and a stateless queue
+    stacks = {}
+    for policy in (cdk.RemovalPolicy.RETAIN, cdk.RemovalPolicy.DESTROY):
+        stack = cdk.Stack(cdk.App(), "Stack")
+        cdk.CfnResource(stack, "HyperPod", type="AWS::SageMaker::Cluster")
+        s3.Bucket(stack, "Bucket", removal_policy=cdk.RemovalPolicy.DESTROY)
+        cdk.CfnResource(stack, "Queue", type="AWS::SQS::Queue")
+        # WHEN the stack's policy is applied
+        retain_stateful_resources(stack, policy)
+        stacks[policy.name] = assertions.Template.from_stack(stack).to_json()["Resources"]
+    policies = {name: {r["Type"]: (r.get("DeletionPolicy"), r.get("UpdateReplacePolicy")) for r in resources.values()}
+                for name, resources in stacks.items()}
+    # THEN RETAIN retains both stateful resources on deletion and replacement, and leaves the queue alone
+    assert policies["RETAIN"] == {"AWS::SageMaker::Cluster": ("Retain", "Retain"), "AWS::S3::Bucket": ("Retain", "Retain"),
+                                  "AWS::SQS::Queue": (None, None)}
+    # AND DESTROY changes nothing: each construct keeps its own choice
+    assert policies["DESTROY"] == {"AWS::SageMaker::Cluster": (None, None), "AWS::S3::Bucket": ("Delete", "Delete"),
+                                   "AWS::SQS::Queue": (None, None)}
+
+
+def test_a_consumers_production_platform_retains_every_stateful_resource(tmp_path: Path) -> None:
+    # GIVEN HyperPodDpdPlatform with prod's configuration in a consumer's own stack, guarded as production
+    prod = load_environment("prod")
+    app = cdk.App(outdir=str(tmp_path), context=availability_zone_context(prod))
+    stack = cdk.Stack(app, "Serving", env=cdk.Environment(account=prod.account, region=prod.region))
+    HyperPodDpdPlatform(stack, "Dpd", config=prod)
+    apply_guardrails(app, production=True)
+    # WHEN it synthesizes (HPDPD-DATA1 would fail it)
+    app.synth()
+    template = assertions.Template.from_stack(stack).to_json()
+    # THEN the construct retained every stateful resource it created, the HyperPod cluster included
+    resources = {k: template["Resources"][k] for k in stateful_resources(template)}
+    assert {r["Type"] for r in resources.values()} == set(STATEFUL_TYPES)
+    assert {k: missing_retention(r) for k, r in resources.items() if missing_retention(r)} == {}
 
 
 def test_the_manifest_covers_every_stateful_type_we_create(synthesized: Synthesized) -> None:
