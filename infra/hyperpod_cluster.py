@@ -88,6 +88,8 @@ class HyperPodCluster(Construct):
             instance_groups=[self._group(g, source_uri) for g in instance_groups],
             tags=[cdk.CfnTag(key=k, value=v) for k, v in sorted((tags or {}).items())] or None,
         )
+        if removal_policy == cdk.RemovalPolicy.RETAIN:  # the GPU capacity (and a training plan's reservation) outlives the stack
+            self.resource.apply_removal_policy(removal_policy)
         self.resource.node.add_dependency(self.lifecycle_scripts, self.execution_role, *depends_on)
         self._acknowledge_script_copier()
         self._acknowledge_capacity_block_types(region, instance_groups)

@@ -216,3 +216,23 @@ def test_bad_props_are_rejected_before_anything_is_made(cdk_context: dict[str, A
         HyperPodCluster(stack, "HyperPod", cluster_name="c", region="us-west-2", eks_cluster_arn="arn", subnet_ids=["s"],
                         security_group_ids=["sg"], instance_groups=groups, lifecycle_bucket_name="sagemaker-x")
     assert stack.node.try_find_child("HyperPod") is None
+
+
+def test_the_building_block_alone_retains_the_cluster_when_asked() -> None:
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from hyperpod_dpd.config import InstanceGroup
+    from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
+
+    # GIVEN the HyperPodCluster construct used on its own (no stage, no platform construct) with RETAIN
+    stack = cdk.Stack(cdk.App(), "Alone", env=cdk.Environment(account="111111111111", region="us-west-2"))
+    HyperPodCluster(stack, "HyperPod", cluster_name="alone", region="us-west-2",
+                    eks_cluster_arn="arn:aws:eks:us-west-2:111111111111:cluster/alone",
+                    subnet_ids=["subnet-0123456789abcdef0"], security_group_ids=["sg-0123456789abcdef0"],
+                    instance_groups=[InstanceGroup(name="decode", role="decode", instance_type="ml.p5.48xlarge", count=1)],
+                    lifecycle_bucket_name="sagemaker-alone-111111111111-us-west-2",
+                    removal_policy=cdk.RemovalPolicy.RETAIN)
+    # THEN the GPU capacity survives a stack deletion or replacement
+    Template.from_stack(stack).has_resource("AWS::SageMaker::Cluster", {
+        "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain"})
