@@ -37,6 +37,14 @@ NOT_FOUND_CODES = frozenset({
     "ResourceNotFound", "ResourceNotFoundException", "NotFoundException", "NoSuchBucket", "NoSuchEntity",
     "NoSuchResourceException",
 })
+# The credentials themselves were refused (expired, unknown, mis-signed): not a missing permission.
+CREDENTIALS_REJECTED_CODES = frozenset({
+    "ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException",
+    "SignatureDoesNotMatch",
+})
+# How SageMaker words a missing resource inside a ValidationException ("Could not find endpoint ...",
+# "Cluster ... not found").
+NOT_FOUND_PHRASES = ("could not find", "not found")
 
 
 class ClientSource(Protocol):
@@ -134,18 +142,44 @@ def is_access_denied(exc: BaseException) -> bool:
     return is_client_error(exc) and (error_code(exc) in ACCESS_DENIED_CODES or http_status(exc) == 403)
 
 
+def is_credentials_rejected(exc: BaseException) -> bool:
+    """AWS refused the credentials (expired, unknown or mis-signed), whatever the HTTP status."""
+    return is_client_error(exc) and error_code(exc) in CREDENTIALS_REJECTED_CODES
+
+
 def is_throttling(exc: BaseException) -> bool:
     return is_client_error(exc) and (error_code(exc) in THROTTLING_CODES or http_status(exc) == 429)
 
 
 def is_not_found(exc: BaseException) -> bool:
-    """A missing resource: a not-found code, or SageMaker's ``ValidationException: Could not find ...``."""
+    """A missing resource: a not-found code, or SageMaker's ``ValidationException: Could not find ...`` (or
+    ``... not found``)."""
     if not is_client_error(exc):
         return False
     code = error_code(exc)
     if code in NOT_FOUND_CODES:
         return True
-    return code == "ValidationException" and "could not find" in error_message(exc).lower()
+    message = error_message(exc).lower()
+    return code == "ValidationException" and any(phrase in message for phrase in NOT_FOUND_PHRASES)
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """No answer from the service: the connection failed, was dropped, or timed out (after botocore's retries)."""
+    from botocore.exceptions import ConnectionClosedError, ConnectionError, ReadTimeoutError
+
+    return isinstance(exc, (ConnectionError, ConnectionClosedError, ReadTimeoutError))
+
+
+def is_timeout(exc: BaseException) -> bool:
+    from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+
+    return isinstance(exc, (ConnectTimeoutError, ReadTimeoutError))
+
+
+def is_server_error(exc: BaseException) -> bool:
+    """An HTTP 5xx answer (InternalFailure, ServiceUnavailable, ...) that outlasted botocore's retries."""
+    status = http_status(exc) if is_client_error(exc) else None
+    return isinstance(status, int) and status >= 500
 
 
 def error_message(exc: BaseException) -> str:
@@ -193,9 +227,7 @@ def describe_aws_error(exc: BaseException) -> str | None:
     if isinstance(exc, (bx.SSOTokenLoadError, bx.UnauthorizedSSOTokenError, bx.TokenRetrievalError)):
         return f"{' '.join(str(exc).split())} (run 'aws sso login')"
     if isinstance(exc, bx.ClientError):
-        code = error_code(exc)
-        if code in ("ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException",
-                    "SignatureDoesNotMatch"):
+        if is_credentials_rejected(exc):
             return f"AWS rejected the credentials: {describe_client_error(exc)}"
         return describe_client_error(exc)
     if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ReadTimeoutError)):

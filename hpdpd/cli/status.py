@@ -1,7 +1,8 @@
 """``hpdpd status --env NAME``: the HyperPod cluster, groups, nodes, add-ons and endpoints.
 
-Exit codes: 0 healthy, 1 something is not ready, has failed or could not be read (see the warnings),
-2 the status could not be collected at all (unknown environment, no credentials).
+Exit codes: 0 healthy, 1 something is not ready, not found, has failed or is Unknown (could not be read: the reason
+is in its Detail and in the warnings), 2 the status could not be collected at all (unknown environment, no
+credentials).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from hyperpod_dpd.cli.output import (
     print_table,
 )
 from hyperpod_dpd.ops.kube import Kubectl
-from hyperpod_dpd.ops.status import NODE_HEALTHY, StatusReport, collect_status
+from hyperpod_dpd.ops.lookup import NOT_FOUND, UNKNOWN
+from hyperpod_dpd.ops.status import NODE_HEALTHY, EndpointStatus, StatusReport, collect_status
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -49,32 +51,62 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(report: StatusReport) -> None:
-    cluster = report.cluster
-    status = cluster.status if cluster else "NotFound"
-    failure = f": {cluster.failure_message}" if cluster and cluster.failure_message else ""
-    healthy_nodes = sum(1 for n in report.nodes if n.status == NODE_HEALTHY)
-    print_table(("Instance group", "Instance type", "Current", "Target"),
-                [(escape_cell(g.name), escape_cell(g.instance_type), g.current, g.target)
-                 for g in (cluster.groups if cluster else ())],
-                title=escape_cell(f"HyperPod cluster {report.cluster_name} ({report.region}): {status}{failure}"))
-    if report.nodes:
-        print_table(("Node", "Group", "Type", "Status", "Message"),
-                    [(escape_cell(n.instance_id), escape_cell(n.instance_group), escape_cell(n.instance_type),
-                      escape_cell(n.status), escape_cell(n.message)) for n in report.nodes],
-                    title=f"Nodes: {healthy_nodes}/{len(report.nodes)} {NODE_HEALTHY}")
-    if report.addons:
-        print_table(("Add-on", "Version", "Status", "Configured", "Minimum", "OK", "Issues"),
-                    [(escape_cell(a.name), escape_cell(a.version or "-"), escape_cell(a.status),
-                      escape_cell(a.configured or "-"), escape_cell(a.minimum or "-"), "yes" if a.ok else "NO",
-                      escape_cell("; ".join(a.issues))) for a in report.addons],
-                    title="EKS add-ons")
+    cluster, eks = report.cluster, report.eks.value
+    print_table(("Cluster", "Name", "Status", "Detail"), [
+        ("HyperPod", escape_cell(report.cluster_name), escape_cell(report.cluster_status),
+         escape_cell(report.hyperpod.reason or (cluster.failure_message if cluster else ""))),
+        ("EKS", escape_cell(report.eks_cluster_name), escape_cell(report.eks_status),
+         escape_cell(report.eks.reason or (f"Kubernetes {eks.version}" if eks else ""))),
+    ], title=f"Clusters of {escape_cell(report.environment)} ({escape_cell(report.region)})")
+    if cluster and cluster.groups:
+        print_table(("Instance group", "Instance type", "Current", "Target"),
+                    [(escape_cell(g.name), escape_cell(g.instance_type), g.current, g.target) for g in cluster.groups],
+                    title=escape_cell(f"Instance groups of {report.cluster_name}"))
+    _render_nodes(report)
+    _render_addons(report)
     if report.endpoints:
-        print_table(("Endpoint", "Namespace", "IEC", "IEC state", "SageMaker endpoint", "SageMaker status", "Message"),
+        print_table(("Endpoint", "Namespace", "IEC", "IEC state", "SageMaker endpoint", "SageMaker status", "Detail"),
                     [(escape_cell(e.name), escape_cell(e.namespace), escape_cell(e.resource_name),
                       escape_cell(e.iec_state), escape_cell(e.sagemaker_endpoint or "-"),
-                      escape_cell(e.sagemaker_status or "-"),
-                      escape_cell(e.sagemaker_failure or e.iec_message)) for e in report.endpoints],
+                      escape_cell(e.sagemaker_status or "-"), escape_cell(_endpoint_detail(e)))
+                     for e in report.endpoints],
                     title="Endpoints")
     for warning in report.warnings:
         print(f"hpdpd: warning: {warning}", file=sys.stderr)
     print(f"{'healthy' if report.healthy else 'NOT healthy'}", file=sys.stderr)
+
+
+def _render_nodes(report: StatusReport) -> None:
+    nodes = report.node_states
+    if report.nodes.unknown and report.cluster is not None:
+        print_table(("Node", "Group", "Type", "Status", "Message"),
+                    [("-", "-", "-", UNKNOWN, escape_cell(report.nodes.reason))], title=f"Nodes: {UNKNOWN}")
+    elif nodes:
+        healthy = sum(1 for n in nodes if n.status == NODE_HEALTHY)
+        print_table(("Node", "Group", "Type", "Status", "Message"),
+                    [(escape_cell(n.instance_id), escape_cell(n.instance_group), escape_cell(n.instance_type),
+                      escape_cell(n.status), escape_cell(n.message)) for n in nodes],
+                    title=f"Nodes: {healthy}/{len(nodes)} {NODE_HEALTHY}")
+
+
+def _render_addons(report: StatusReport) -> None:
+    if not report.addons:
+        return
+    reasons = {a.reason for a in report.addons if a.reason}
+    title = "EKS add-ons"
+    if reasons:  # one read lists them all: the reason once, in the title, not on every row
+        title += f": {UNKNOWN} ({'; '.join(sorted(reasons))})"
+    elif report.eks.absent:
+        title += f": EKS cluster {report.eks_cluster_name} {NOT_FOUND}"
+    print_table(("Add-on", "Version", "Status", "Configured", "Minimum", "OK", "Issues"),
+                [(escape_cell(a.name), escape_cell(a.version or "-"), escape_cell(a.status),
+                  escape_cell(a.configured or "-"), escape_cell(a.minimum or "-"), "yes" if a.ok else "NO",
+                  escape_cell("; ".join(a.issues))) for a in report.addons],
+                title=escape_cell(title))
+
+
+def _endpoint_detail(endpoint: EndpointStatus) -> str:
+    parts = [endpoint.sagemaker_failure or "",
+             f"SageMaker: {endpoint.sagemaker_reason}" if endpoint.sagemaker_reason else "",
+             endpoint.iec_message, f"IEC: {endpoint.iec_reason}" if endpoint.iec_reason else ""]
+    return "; ".join(p for p in parts if p)

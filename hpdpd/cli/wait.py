@@ -1,8 +1,10 @@
 """``hpdpd wait --for cluster|addons|endpoint --env NAME``: block until ready, failed, or ``--timeout``.
 
 Progress goes to stderr: a live spinner line on a terminal, one line per change of state elsewhere (CI logs).
-Exit codes: 0 ready, 1 terminal failure or timeout, 2 the wait could not run (unknown environment, no credentials,
-access denied).
+A read that fails for a transient reason (throttling, a connection error, a timeout) shows as ``Unknown (<reason>)``
+and is retried until the deadline; one that waiting cannot fix (access denied) ends the wait at once.
+Exit codes: 0 ready, 1 terminal failure or timeout (also when the state was still unknown at the deadline), 2 the
+wait could not run (unknown environment, no credentials, access denied or another error waiting cannot fix).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Reading the HyperPod cluster (groups, nodes) and its EKS cluster; a missing cluster is ``None``, not an error."""
+"""Reading the HyperPod cluster (groups, nodes) and its EKS cluster.
+
+``describe_*`` return ``None`` for a missing cluster and raise any other error; ``read_*`` give the three-way
+:class:`~hyperpod_dpd.ops.lookup.Lookup` (found, not found, or unknown with the reason and the permission it needs).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from hyperpod_dpd.aws import is_not_found
+from hyperpod_dpd.ops.lookup import Lookup, look_up
 
 IN_SERVICE = "InService"
 FAILED = "Failed"
 # Statuses after which a cluster will not become InService without someone acting (SageMaker API, ClusterStatus).
 HYPERPOD_TERMINAL = frozenset({FAILED, "Deleting"})
-NOT_FOUND = "NotFound"
+EKS_ACTIVE = "ACTIVE"
+HYPERPOD_PERMISSION = "sagemaker:DescribeCluster"
+NODES_PERMISSION = "sagemaker:ListClusterNodes"
+EKS_PERMISSION = "eks:DescribeCluster"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,3 +99,15 @@ def describe_eks(eks: Any, name: str) -> EksState | None:
     access = data.get("accessConfig") or {}
     return EksState(name=data.get("name", name), status=data.get("status", ""), version=str(data.get("version", "")),
                     authentication_mode=access.get("authenticationMode"))
+
+
+def read_hyperpod(sagemaker: Any, name: str) -> Lookup[HyperPodState]:
+    return look_up(lambda: describe_hyperpod(sagemaker, name), permission=HYPERPOD_PERMISSION)
+
+
+def read_nodes(sagemaker: Any, name: str) -> Lookup[tuple[NodeState, ...]]:
+    return look_up(lambda: list_nodes(sagemaker, name), permission=NODES_PERMISSION)
+
+
+def read_eks(eks: Any, name: str) -> Lookup[EksState]:
+    return look_up(lambda: describe_eks(eks, name), permission=EKS_PERMISSION)

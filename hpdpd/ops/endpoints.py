@@ -7,12 +7,17 @@ generation suffix, exposed as ``resource_name``; without it the endpoint's own n
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hyperpod_dpd.errors import HpdpdError
+from hyperpod_dpd.ops.lookup import Lookup, look_up
 
 # The in-cluster router Service the operator creates for an IEC (SageMaker HyperPod DPD documentation); the docs call it with http on 443.
 ROUTER_URL = "http://{iec}-{namespace}-routing-service.hyperpod-inference-system.svc.cluster.local:443/{path}"
+SAGEMAKER_IN_SERVICE = "InService"
+SAGEMAKER_FAILED = frozenset({"Failed", "UpdateRollbackFailed"})
+SAGEMAKER_ENDPOINT_PERMISSION = "sagemaker:DescribeEndpoint"
 
 
 class RoutingLike(Protocol):
@@ -60,3 +65,26 @@ def select_endpoints(endpoints: tuple[EndpointLike, ...], name: str | None) -> t
         known = ", ".join(e.name for e in endpoints) or "none declared"
         raise HpdpdError(f"no endpoint named {name!r} in the environment; endpoints: {known}")
     return chosen
+
+
+@dataclass(frozen=True, kw_only=True)
+class SageMakerEndpointState:
+    """``EndpointStatus`` of a SageMaker endpoint and its ``FailureReason`` (one line, or None)."""
+
+    status: str
+    failure_reason: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status in SAGEMAKER_FAILED
+
+
+def read_sagemaker_endpoint(sagemaker: Any, name: str) -> Lookup[SageMakerEndpointState]:
+    """The endpoint's state; not found on SageMaker's "Could not find endpoint"; unknown on any other error."""
+
+    def describe() -> SageMakerEndpointState:
+        data = sagemaker.describe_endpoint(EndpointName=name)
+        reason = " ".join(str(data.get("FailureReason") or "").split()) or None
+        return SageMakerEndpointState(status=str(data.get("EndpointStatus", "")), failure_reason=reason)
+
+    return look_up(describe, permission=SAGEMAKER_ENDPOINT_PERMISSION)

@@ -1,9 +1,11 @@
-"""``hpdpd status``: the HyperPod cluster, its groups and nodes, the add-ons, and each endpoint's state.
+"""``hpdpd status``: the HyperPod and EKS clusters, groups and nodes, the add-ons, and each endpoint's state.
 
-Each part is read on its own; a part that cannot be read (access denied, throttled after retries, an API the
-endpoint lacks) becomes a warning and the rest is still reported. ``healthy`` is true only when everything was read
-and the cluster is InService with full groups, every expected add-on is ACTIVE at or above its minimum, and no
-endpoint has failed.
+Each part is read on its own, and each read has three answers (:mod:`hyperpod_dpd.ops.lookup`): found with its state,
+``NotFound`` only when the service says the resource does not exist, and ``Unknown`` with the reason when it could not
+be read (access denied, throttled after retries, unreachable, timed out, an API the endpoint lacks). An unknown part
+is also a warning, and the rest is still reported. ``healthy`` is true only when everything was read, the HyperPod
+cluster is InService with full groups, the EKS cluster is ACTIVE, every expected add-on is ACTIVE at or above its
+minimum, and no endpoint has failed.
 """
 
 from __future__ import annotations
@@ -11,18 +13,33 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_dpd.aws import ClientSource, describe_client_error, is_access_denied, is_not_found
+from hyperpod_dpd.aws import ClientSource
 from hyperpod_dpd.ops.addons import ACTIVE, ADDON_PERMISSIONS, below_minimum, expected_addons, installed_addons
-from hyperpod_dpd.ops.checks import attempt
-from hyperpod_dpd.ops.clusters import IN_SERVICE, NOT_FOUND, HyperPodState, NodeState, describe_hyperpod, list_nodes
-from hyperpod_dpd.ops.endpoints import EndpointLike, configured_endpoints, iec_name
-from hyperpod_dpd.ops.kube import FAILED_STATES, Kubectl
+from hyperpod_dpd.ops.clusters import (
+    EKS_ACTIVE,
+    IN_SERVICE,
+    EksState,
+    HyperPodState,
+    NodeState,
+    read_eks,
+    read_hyperpod,
+    read_nodes,
+)
+from hyperpod_dpd.ops.endpoints import (
+    SAGEMAKER_FAILED,
+    EndpointLike,
+    configured_endpoints,
+    iec_name,
+    read_sagemaker_endpoint,
+)
+from hyperpod_dpd.ops.kube import FAILED_STATES, IecStatus, Kubectl
+from hyperpod_dpd.ops.lookup import NOT_FOUND, UNKNOWN, Lookup, look_up, not_found, unknown
 
 if TYPE_CHECKING:
     from hyperpod_dpd.config import EnvironmentConfig
 
 NODE_HEALTHY = "Running"
-SAGEMAKER_FAILED = frozenset({"Failed", "UpdateRollbackFailed"})
+NOT_INSTALLED = "NOT_INSTALLED"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +51,7 @@ class AddonStatus:
     minimum: str | None
     ok: bool
     issues: tuple[str, ...] = ()
+    reason: str | None = None  # why the status is Unknown
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,10 +64,21 @@ class EndpointStatus:
     sagemaker_failure: str | None
     iec_state: str
     iec_message: str
+    sagemaker_reason: str | None = None  # why sagemaker_status is Unknown
+    iec_reason: str | None = None  # why iec_state is Unknown
 
     @property
     def failed(self) -> bool:
         return self.sagemaker_status in SAGEMAKER_FAILED or self.iec_state in FAILED_STATES
+
+
+def _status(lookup: Lookup[Any], status: str) -> str:
+    """The status column of a read: the resource's own status when found, else ``NotFound`` or ``Unknown``."""
+    return status if lookup.found else (NOT_FOUND if lookup.absent else UNKNOWN)
+
+
+def _reason(lookup: Lookup[Any]) -> str | None:
+    return lookup.reason if lookup.unknown else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,99 +86,116 @@ class StatusReport:
     environment: str
     region: str
     cluster_name: str
-    cluster: HyperPodState | None
-    nodes: tuple[NodeState, ...]
+    hyperpod: Lookup[HyperPodState]
+    nodes: Lookup[tuple[NodeState, ...]]
+    eks_cluster_name: str
+    eks: Lookup[EksState]
     addons: tuple[AddonStatus, ...]
     endpoints: tuple[EndpointStatus, ...]
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
     @property
+    def cluster(self) -> HyperPodState | None:
+        """The HyperPod cluster when it was read and exists (None when absent *or* unknown: see ``hyperpod``)."""
+        return self.hyperpod.value
+
+    @property
+    def cluster_status(self) -> str:
+        return _status(self.hyperpod, self.hyperpod.value.status if self.hyperpod.value else "")
+
+    @property
+    def eks_status(self) -> str:
+        return _status(self.eks, self.eks.value.status if self.eks.value else "")
+
+    @property
+    def node_states(self) -> tuple[NodeState, ...]:
+        return self.nodes.value or ()
+
+    @property
     def healthy(self) -> bool:
-        cluster_ok = self.cluster is not None and self.cluster.status == IN_SERVICE and self.cluster.complete
-        return (cluster_ok and not self.warnings and all(a.ok for a in self.addons)
+        cluster = self.cluster
+        cluster_ok = cluster is not None and cluster.status == IN_SERVICE and cluster.complete
+        return (cluster_ok and self.eks_status == EKS_ACTIVE and not self.warnings and all(a.ok for a in self.addons)
                 and not any(e.failed for e in self.endpoints))
 
     def to_json(self) -> dict[str, Any]:
-        cluster = self.cluster
+        cluster, eks = self.cluster, self.eks.value
         return {
             "healthy": self.healthy,
             "environment": self.environment,
             "region": self.region,
             "cluster": {
                 "name": self.cluster_name,
-                "status": cluster.status if cluster else NOT_FOUND,
+                "status": self.cluster_status,
                 "failure_message": (cluster.failure_message or None) if cluster else None,
                 "instance_groups": [{"name": g.name, "instance_type": g.instance_type, "current": g.current,
                                      "target": g.target} for g in (cluster.groups if cluster else ())],
-                "nodes": [asdict(n) for n in self.nodes],
+                "nodes": [asdict(n) for n in self.node_states],
+                "reason": _reason(self.hyperpod),
+                "nodes_reason": _reason(self.nodes),
             },
+            "eks_cluster": {"name": self.eks_cluster_name, "status": self.eks_status,
+                            "version": eks.version if eks else None, "reason": _reason(self.eks)},
             "addons": [{**asdict(a), "issues": list(a.issues)} for a in self.addons],
             "endpoints": [asdict(e) for e in self.endpoints],
             "warnings": list(self.warnings),
         }
 
 
-def _unreadable(what: str, exc: BaseException, permission: str) -> str:
-    need = f"; needs {permission}" if is_access_denied(exc) else ""
-    text = describe_client_error(exc) if hasattr(exc, "response") else " ".join(str(exc).split())
-    return f"{what}: could not read ({text}{need})"
+def _unreadable(what: str, lookup: Lookup[Any]) -> str:
+    return f"{what}: could not read ({lookup.reason})"
 
 
-def _addon_rows(env: EnvironmentConfig, clients: ClientSource, warnings: list[str]) -> tuple[AddonStatus, ...]:
-    found = attempt(lambda: installed_addons(clients.client("eks"), env.eks.cluster_name))
-    if isinstance(found, BaseException):
-        if is_not_found(found):
-            warnings.append(f"add-ons: EKS cluster {env.eks.cluster_name} not found")
-        else:
-            warnings.append(_unreadable("add-ons", found, ADDON_PERMISSIONS))
-        return ()
+def _addon_rows(env: EnvironmentConfig, clients: ClientSource, eks: Lookup[EksState],
+                warnings: list[str]) -> tuple[AddonStatus, ...]:
+    """One row per expected add-on (and any other installed one); Unknown rows when the list could not be read."""
+    cluster = env.eks.cluster_name
+    found: Lookup[dict[str, Any]] = not_found() if eks.absent else look_up(
+        lambda: installed_addons(clients.client("eks"), cluster), permission=ADDON_PERMISSIONS)
     expected = {a.name: a for a in expected_addons(env)}
+    if found.absent:
+        warnings.append(f"add-ons: EKS cluster {cluster} not found")
+    elif found.unknown:
+        warnings.append(_unreadable("add-ons", found))
+    installed = found.value or {}
     rows = []
-    for name in [*expected, *sorted(set(found) - set(expected))]:
-        installed, wanted = found.get(name), expected.get(name)
-        if installed is None:
-            rows.append(AddonStatus(name=name, version=None, status="NOT_INSTALLED", ok=False,
-                                    configured=wanted.configured if wanted else None,
-                                    minimum=str(wanted.minimum) if wanted and wanted.minimum else None))
+    for name in [*expected, *sorted(set(installed) - set(expected))]:
+        have, wanted = installed.get(name), expected.get(name)
+        configured = wanted.configured if wanted else None
+        minimum = str(wanted.minimum) if wanted and wanted.minimum else None
+        if have is None:
+            rows.append(AddonStatus(name=name, version=None, status=UNKNOWN if found.unknown else NOT_INSTALLED,
+                                    configured=configured, minimum=minimum, ok=False, reason=_reason(found)))
             continue
-        too_old = bool(wanted and below_minimum(installed, wanted))
-        rows.append(AddonStatus(name=name, version=installed.version, status=installed.status,
-                                configured=wanted.configured if wanted else None,
-                                minimum=str(wanted.minimum) if wanted and wanted.minimum else None,
-                                ok=installed.status == ACTIVE and not too_old, issues=installed.issues))
+        too_old = bool(wanted and below_minimum(have, wanted))
+        rows.append(AddonStatus(name=name, version=have.version, status=have.status, configured=configured,
+                                minimum=minimum, ok=have.status == ACTIVE and not too_old, issues=have.issues))
     return tuple(rows)
 
 
-def sagemaker_endpoint_status(sagemaker: Any, name: str) -> tuple[str, str | None]:
-    """(``EndpointStatus``, ``FailureReason``) of a SageMaker endpoint; ``NotFound`` when it does not exist."""
-    try:
-        data = sagemaker.describe_endpoint(EndpointName=name)
-    except Exception as exc:
-        if is_not_found(exc):
-            return NOT_FOUND, None
-        raise
-    reason = " ".join(str(data.get("FailureReason") or "").split()) or None
-    return str(data.get("EndpointStatus", "")), reason
+def _endpoint_row(endpoint: EndpointLike, clients: ClientSource, kubectl: Kubectl,
+                  warnings: list[str]) -> EndpointStatus:
+    sm_status = sm_failure = sm_reason = None
+    if endpoint.sagemaker_endpoint_name:
+        read = read_sagemaker_endpoint(clients.client("sagemaker"), endpoint.sagemaker_endpoint_name)
+        sm_status = _status(read, read.value.status if read.value else "")
+        sm_failure = read.value.failure_reason if read.value else None
+        sm_reason = _reason(read)
+        if read.unknown:
+            warnings.append(_unreadable(f"endpoint {endpoint.name}", read))
+    iec: IecStatus = kubectl.iec_status(name=iec_name(endpoint), namespace=endpoint.namespace)
+    if not iec.known and iec.attempted:
+        warnings.append(f"endpoint {endpoint.name}: could not read the InferenceEndpointConfig ({iec.reason})")
+    return EndpointStatus(name=endpoint.name, namespace=endpoint.namespace, resource_name=iec_name(endpoint),
+                          sagemaker_endpoint=endpoint.sagemaker_endpoint_name, sagemaker_status=sm_status,
+                          sagemaker_failure=sm_failure, sagemaker_reason=sm_reason,
+                          iec_state=iec.state if iec.known else UNKNOWN, iec_message=iec.message,
+                          iec_reason=None if iec.known else iec.reason)
 
 
 def endpoint_rows(clients: ClientSource, endpoints: tuple[EndpointLike, ...], kubectl: Kubectl,
                   warnings: list[str]) -> tuple[EndpointStatus, ...]:
-    rows = []
-    for endpoint in endpoints:
-        sm_status = sm_failure = None
-        if endpoint.sagemaker_endpoint_name:
-            result = attempt(lambda e=endpoint: sagemaker_endpoint_status(clients.client("sagemaker"),
-                                                                          e.sagemaker_endpoint_name))
-            if isinstance(result, BaseException):
-                warnings.append(_unreadable(f"endpoint {endpoint.name}", result, "sagemaker:DescribeEndpoint"))
-                sm_status = "unknown"
-            else:
-                sm_status, sm_failure = result
-        iec = kubectl.iec_status(name=iec_name(endpoint), namespace=endpoint.namespace)
-        rows.append(EndpointStatus(name=endpoint.name, namespace=endpoint.namespace, resource_name=iec_name(endpoint),
-                                   sagemaker_endpoint=endpoint.sagemaker_endpoint_name, sagemaker_status=sm_status,
-                                   sagemaker_failure=sm_failure, iec_state=iec.state, iec_message=iec.message))
-    return tuple(rows)
+    return tuple(_endpoint_row(endpoint, clients, kubectl, warnings) for endpoint in endpoints)
 
 
 def collect_status(env: EnvironmentConfig, clients: ClientSource, *, kubectl: Kubectl,
@@ -157,19 +203,21 @@ def collect_status(env: EnvironmentConfig, clients: ClientSource, *, kubectl: Ku
     warnings: list[str] = []
     sagemaker = clients.client("sagemaker")
     name = env.hyperpod.cluster_name
-    cluster = attempt(lambda: describe_hyperpod(sagemaker, name))
-    nodes: tuple[NodeState, ...] = ()
-    if isinstance(cluster, BaseException):
-        warnings.append(_unreadable(f"HyperPod cluster {name}", cluster, "sagemaker:DescribeCluster"))
-        cluster = None
-    elif cluster is not None:
-        listed = attempt(lambda: list_nodes(sagemaker, name))
-        if isinstance(listed, BaseException):
-            warnings.append(_unreadable("nodes", listed, "sagemaker:ListClusterNodes"))
-        else:
-            nodes = listed
-    addons = _addon_rows(env, clients, warnings)
+    hyperpod = read_hyperpod(sagemaker, name)
+    nodes: Lookup[tuple[NodeState, ...]] = not_found()
+    if hyperpod.unknown and hyperpod.cause:
+        warnings.append(_unreadable(f"HyperPod cluster {name}", hyperpod))
+        nodes = unknown(hyperpod.reason, hyperpod.cause)  # not listed: the cluster itself could not be read
+    elif hyperpod.found:
+        nodes = read_nodes(sagemaker, name)
+        if nodes.unknown:
+            warnings.append(_unreadable("nodes", nodes))
+    eks = read_eks(clients.client("eks"), env.eks.cluster_name)
+    if eks.unknown:
+        warnings.append(_unreadable(f"EKS cluster {env.eks.cluster_name}", eks))
+    addons = _addon_rows(env, clients, eks, warnings)
     chosen = configured_endpoints(env) if endpoints is None else endpoints
     rows = endpoint_rows(clients, chosen, kubectl, warnings)
-    return StatusReport(environment=env.name, region=env.region, cluster_name=name, cluster=cluster, nodes=nodes,
-                        addons=addons, endpoints=rows, warnings=tuple(warnings))
+    return StatusReport(environment=env.name, region=env.region, cluster_name=name, hyperpod=hyperpod, nodes=nodes,
+                        eks_cluster_name=env.eks.cluster_name, eks=eks, addons=addons, endpoints=rows,
+                        warnings=tuple(warnings))

@@ -1,7 +1,11 @@
 """``hpdpd wait``: poll until the cluster, the add-ons or the endpoints are ready, have failed, or time ran out.
 
-Polls back off exponentially (5 s, 10 s, 20 s, ... capped at 60 s by default, never past the deadline). Throttling
-that outlasts botocore's own retries only delays the next poll; any other AWS error ends the wait with one line.
+Polls back off exponentially (5 s, 10 s, 20 s, ... capped at 60 s by default, never past the deadline). Every read
+is three-way (:mod:`hyperpod_dpd.ops.lookup`): a resource the service says does not exist is "not created yet" and
+the wait goes on. A read that fails for a reason that may pass (throttling or a 5xx that outlasts botocore's own
+retries, a connection error, a timeout) is observed as ``Unknown (<reason>)``, never as not found, and is asked
+again at the next poll; at the deadline the wait times out with that state. A permission denial, or any other error
+that waiting cannot fix, ends the wait at once with one line (:class:`~hyperpod_dpd.errors.HpdpdError`).
 A terminal failure carries the message AWS gives (``FailureMessage``, ``FailureReason``, add-on health issues,
 the IEC's condition message).
 """
@@ -13,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from hyperpod_dpd.aws import ClientSource, describe_client_error, is_not_found, is_throttling
+from hyperpod_dpd.aws import ClientSource
 from hyperpod_dpd.errors import HpdpdError
-from hyperpod_dpd.ops.addons import ACTIVE, FAILED_STATUSES, expected_addons, installed_addons
-from hyperpod_dpd.ops.clusters import FAILED, HYPERPOD_TERMINAL, IN_SERVICE, NOT_FOUND, describe_hyperpod
-from hyperpod_dpd.ops.endpoints import EndpointLike, iec_name
+from hyperpod_dpd.ops.addons import ACTIVE, ADDON_PERMISSIONS, FAILED_STATUSES, expected_addons, installed_addons
+from hyperpod_dpd.ops.clusters import FAILED, HYPERPOD_TERMINAL, IN_SERVICE, read_hyperpod
+from hyperpod_dpd.ops.endpoints import SAGEMAKER_IN_SERVICE, EndpointLike, iec_name, read_sagemaker_endpoint
 from hyperpod_dpd.ops.kube import Kubectl
-from hyperpod_dpd.ops.status import SAGEMAKER_FAILED, sagemaker_endpoint_status
+from hyperpod_dpd.ops.lookup import NOT_FOUND, TRANSIENT_CAUSES, UNKNOWN, Lookup, aws_cause, aws_reason, look_up
 
 if TYPE_CHECKING:
     from hyperpod_dpd.config import EnvironmentConfig
@@ -77,13 +81,34 @@ class WaitResult:
 ProgressCallback = Callable[[Observation, float, float | None], None]
 
 
+class Unobservable(HpdpdError):
+    """A read that waiting cannot fix (access denied, rejected credentials, an API the endpoint lacks)."""
+
+
+def unknown_state(reason: str) -> str:
+    return f"{UNKNOWN} ({reason})"
+
+
+def settle(lookup: Lookup[Any], what: str) -> Lookup[Any]:
+    """``lookup`` unless it is unknown for a reason waiting cannot fix: then the wait ends with one line."""
+    if lookup.unknown and not lookup.transient:
+        raise Unobservable(f"cannot wait for {what}: {lookup.reason} (waiting cannot fix this)")
+    return lookup
+
+
 def _observe(probe: Probe) -> Observation:
+    """One poll. An AWS error that escapes the probe is classified like any read: transient ones are observed as
+    unknown and polled again, the rest end the wait."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+
     try:
         return probe()
-    except Exception as exc:
-        if is_throttling(exc):
-            return Observation(state="throttled; polling again later", message=describe_client_error(exc))
+    except (NoCredentialsError, PartialCredentialsError):
         raise
+    except (ClientError, BotoCoreError) as exc:
+        if aws_cause(exc) not in TRANSIENT_CAUSES:
+            raise
+        return Observation(state=unknown_state(aws_reason(exc)), message=aws_reason(exc))
 
 
 def wait_for(probe: Probe, *, target: str, timeout_seconds: float, backoff: Backoff = Backoff(),
@@ -120,9 +145,12 @@ def cluster_probe(sagemaker: Any, name: str) -> Probe:
     """Ready: InService with every group at its target count. Failed/Deleting: terminal, with ``FailureMessage``."""
 
     def probe() -> Observation:
-        cluster = describe_hyperpod(sagemaker, name)
-        if cluster is None:
+        read = settle(read_hyperpod(sagemaker, name), f"HyperPod cluster {name}")
+        if read.unknown:
+            return Observation(state=unknown_state(read.reason), message=read.reason)
+        if read.absent:
             return Observation(state=f"{NOT_FOUND} (not created yet)")
+        cluster = read.get()
         counts = ", ".join(f"{g.name} {g.current}/{g.target}" for g in cluster.groups)
         state = f"{cluster.status} ({counts})" if counts else cluster.status
         if cluster.status in HYPERPOD_TERMINAL:
@@ -137,14 +165,16 @@ def cluster_probe(sagemaker: Any, name: str) -> Probe:
 def addons_probe(eks: Any, env: EnvironmentConfig) -> Probe:
     """Ready: every add-on the environment needs is ACTIVE. ``*_FAILED``: terminal, with the health issues."""
     wanted = [a.name for a in expected_addons(env)]
+    cluster = env.eks.cluster_name
 
     def probe() -> Observation:
-        try:
-            found = installed_addons(eks, env.eks.cluster_name)
-        except Exception as exc:
-            if is_not_found(exc):
-                return Observation(state=f"EKS cluster {env.eks.cluster_name} not found")
-            raise
+        read = settle(look_up(lambda: installed_addons(eks, cluster), permission=ADDON_PERMISSIONS),
+                      f"the add-ons of EKS cluster {cluster}")
+        if read.unknown:
+            return Observation(state=unknown_state(read.reason), message=read.reason)
+        if read.absent:
+            return Observation(state=f"EKS cluster {cluster} not found")
+        found = read.get()
         broken = [found[n] for n in wanted if n in found and found[n].status in FAILED_STATUSES]
         if broken:
             message = "; ".join(f"{a.name} {a.status}: {', '.join(a.issues) or 'no health issues reported'}"
@@ -163,18 +193,23 @@ def _endpoint_observation(endpoint: EndpointLike, sagemaker: Any, kubectl: Kubec
     parts, ready, failed, messages = [], True, False, []
     if kubectl.unavailable() is None:
         iec = kubectl.iec_status(name=iec_name(endpoint), namespace=endpoint.namespace)
-        parts.append(f"IEC {iec.state}")
+        if not iec.known and not iec.transient:
+            raise Unobservable(f"cannot wait for endpoint {endpoint.name}: InferenceEndpointConfig "
+                               f"{iec_name(endpoint)}: {iec.reason} (waiting cannot fix this)")
+        parts.append(f"IEC {iec.state if iec.known else unknown_state(iec.reason)}")
         ready = ready and iec.ready
         if iec.failed:
             failed = True
             messages.append(f"IEC {iec_name(endpoint)}: {iec.state}: {iec.message or 'no condition message'}")
     if endpoint.sagemaker_endpoint_name:
-        status, reason = sagemaker_endpoint_status(sagemaker, endpoint.sagemaker_endpoint_name)
+        name = endpoint.sagemaker_endpoint_name
+        read = settle(read_sagemaker_endpoint(sagemaker, name), f"SageMaker endpoint {name}")
+        status = read.value.status if read.value else (NOT_FOUND if read.absent else unknown_state(read.reason))
         parts.append(f"SageMaker {status}")
-        ready = ready and status == "InService"
-        if status in SAGEMAKER_FAILED:
+        ready = ready and status == SAGEMAKER_IN_SERVICE
+        if read.value and read.value.failed:
             failed = True
-            messages.append(f"SageMaker endpoint {endpoint.sagemaker_endpoint_name}: {status}: {reason or 'no reason given'}")
+            messages.append(f"SageMaker endpoint {name}: {status}: {read.value.failure_reason or 'no reason given'}")
     return Observation(state=f"{endpoint.name}: " + ", ".join(parts), ready=ready, failed=failed,
                        message="; ".join(messages))
 

@@ -18,6 +18,7 @@ import boto3
 import pytest
 import yaml
 
+from tests.hpdpd.aws_faults import refusing_port
 from tests.hpdpd.moto_clusters import MOTO_ACCOUNT, REGION, create_hyperpod_cluster
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -117,17 +118,46 @@ def test_preflight_against_moto_server(hpdpd: Callable[..., Any]) -> None:
 
 @pytest.mark.skipif(not HPDPD.exists(), reason="the project's console script is not installed")
 def test_status_and_wait_against_moto_server(hpdpd: Callable[..., Any]) -> None:
+    # WHEN the installed command reads the status through moto's server
     status = hpdpd("status", "--env", "dev", "--output", "json")
     data = json.loads(status.stdout)
-    assert data["cluster"]["status"] == "InService"
+    # THEN what moto models is read ...
+    assert data["cluster"]["status"] == "InService" and data["cluster"]["reason"] is None
     assert {"name": "decode", "instance_type": "ml.p5.48xlarge", "current": 1, "target": 1} in \
         data["cluster"]["instance_groups"]
     assert len(data["cluster"]["nodes"]) == 4
-    assert data["addons"] == [] and data["warnings"][0].startswith("add-ons: could not read (ListAddons: 404")
+    assert data["eks_cluster"] == {"name": "hpdpd-dev", "status": "ACTIVE", "version": "1.35", "reason": None}
+    # ... and the add-ons, which moto's server cannot list, are Unknown (not "not installed") with the reason
+    assert data["addons"] and {a["status"] for a in data["addons"]} == {"Unknown"}
+    assert data["addons"][0]["reason"].startswith("ListAddons: 404")
+    assert data["warnings"][0].startswith("add-ons: could not read (ListAddons: 404")
     assert status.returncode == 1  # unreadable add-ons: not known to be healthy
 
     wait = hpdpd("wait", "--for", "cluster", "--env", "dev", "--timeout", "30", "--output", "json")
     assert wait.returncode == 0 and json.loads(wait.stdout)["outcome"] == "ready"
+
+
+@pytest.mark.skipif(not HPDPD.exists(), reason="the project's console script is not installed")
+def test_an_unreachable_aws_is_unknown_not_absent(hpdpd: Callable[..., Any]) -> None:
+    # GIVEN AWS_ENDPOINT_URL points at a local port that refuses connections (one attempt per call)
+    with refusing_port() as port:
+        offline = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_MAX_ATTEMPTS": "1"}
+        # WHEN the installed command reads the status, and waits for the cluster
+        status = hpdpd("status", "--env", "dev", "--output", "json", extra_env=offline)
+        wait = hpdpd("wait", "--for", "cluster", "--env", "dev", "--timeout", "1", "--interval", "0.1",
+                     "--output", "json", extra_env=offline)
+    data = json.loads(status.stdout)
+    # THEN both clusters and the add-ons are Unknown with the connection problem, and status exits 1
+    assert status.returncode == 1 and "Traceback" not in status.stderr
+    for part in (data["cluster"], data["eks_cluster"]):
+        assert part["status"] == "Unknown"
+        assert part["reason"].startswith("cannot reach AWS: Could not connect to the endpoint URL: "
+                                         f'"http://127.0.0.1:{port}/')
+    assert {a["status"] for a in data["addons"]} == {"Unknown"}
+    # AND the wait kept polling and timed out on the unknown state, never taking it for "not created yet"
+    result = json.loads(wait.stdout)
+    assert wait.returncode == 1 and result["outcome"] == "timeout" and result["polls"] >= 2
+    assert result["state"].startswith("Unknown (cannot reach AWS") and "NotFound" not in wait.stderr
 
 
 @pytest.mark.skipif(not HPDPD.exists(), reason="the project's console script is not installed")

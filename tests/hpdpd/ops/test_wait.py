@@ -9,14 +9,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from botocore.stub import Stubber
+
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.ops.addons import expected_addons
 from hyperpod_dpd.ops.kube import Kubectl
-from hyperpod_dpd.ops.wait import Backoff, Observation, addons_probe, cluster_probe, endpoint_probe, wait_for
+from hyperpod_dpd.ops.wait import (
+    Backoff,
+    Observation,
+    Unobservable,
+    addons_probe,
+    cluster_probe,
+    endpoint_probe,
+    wait_for,
+)
+from tests.hpdpd.aws_faults import denied_by_iam, unreachable
+from tests.hpdpd.moto_clusters import REGION
 
 
 class FakeTime:
@@ -78,13 +89,29 @@ def test_a_terminal_failure_ends_the_wait_with_its_message() -> None:
     assert result.outcome == "failed" and result.message == "no capacity" and result.polls == 2
 
 
-def test_throttling_only_delays_the_next_poll_and_other_errors_end_the_wait() -> None:
+def test_transient_errors_only_delay_the_next_poll_and_other_errors_end_the_wait() -> None:
+    # GIVEN a probe that is throttled, then cannot connect, then times out, then sees the cluster ready
     throttled = ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "DescribeCluster")
+    refused = EndpointConnectionError(endpoint_url="https://api.sagemaker.us-west-2.amazonaws.com/")
+    slow = ReadTimeoutError(endpoint_url="https://api.sagemaker.us-west-2.amazonaws.com/")
     denied = ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "DescribeCluster")
     time = FakeTime()
-    result = wait_for(scripted(throttled, Observation(state="InService", ready=True)), target="cluster",
-                      timeout_seconds=600, clock=time.clock, sleep=time.sleep)
-    assert result.ok and result.polls == 2
+    seen: list[str] = []
+    # WHEN waiting
+    probe = scripted(throttled, refused, slow, Observation(state="InService", ready=True))
+    result = wait_for(probe, target="cluster", timeout_seconds=600, clock=time.clock, sleep=time.sleep,
+                      on_poll=lambda o, e, d: seen.append(o.state))
+    # THEN each transient error was observed as Unknown (never NotFound) and polled again, until ready
+    assert result.ok and result.polls == 4
+    url = "https://api.sagemaker.us-west-2.amazonaws.com/"
+    assert seen[:3] == [
+        "Unknown (DescribeCluster: ThrottlingException: Rate exceeded (throttled; retry later or raise "
+        "AWS_MAX_ATTEMPTS))",
+        f'Unknown (cannot reach AWS: Could not connect to the endpoint URL: "{url}" (check the network, '
+        "AWS_ENDPOINT_URL and the Region))",
+        f'Unknown (cannot reach AWS: Read timeout on endpoint URL: "{url}" (check the network, AWS_ENDPOINT_URL '
+        "and the Region))"]
+    # AND a denial escaping a probe ends the wait at the first poll
     with pytest.raises(ClientError):
         wait_for(scripted(denied), target="cluster", timeout_seconds=600, clock=time.clock, sleep=time.sleep)
 
@@ -187,3 +214,116 @@ def test_an_endpoint_that_cannot_be_observed_is_refused(make_endpoint: Callable[
         endpoint_probe(object(), (make_endpoint(name="llama"),), Kubectl(kubeconfig=None, binary=None))
     with pytest.raises(HpdpdError, match="declares no endpoints"):
         endpoint_probe(object(), (), Kubectl(kubeconfig=None, binary=None))
+
+
+# ---- unknown is not "not created yet" ------------------------------------------------------------------------------
+
+
+def test_a_denied_cluster_read_ends_the_wait_at_once(env: EnvironmentConfig, create_hyperpod: Callable[..., None],
+                                                     clients: ClientFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN (moto, IAM enforced) the cluster exists but the caller may not describe it
+    create_hyperpod(clients.client("sagemaker"), env)
+    time = FakeTime()
+    with denied_by_iam(monkeypatch, allow=["sagemaker:ListClusterNodes"]) as user:
+        probe = cluster_probe(ClientFactory(region=REGION).client("sagemaker"), "hpdpd-dev")
+        # WHEN waiting for it
+        with pytest.raises(Unobservable) as stopped:
+            wait_for(probe, target="cluster", timeout_seconds=600, clock=time.clock, sleep=time.sleep)
+    # THEN the wait stops at the first poll, without sleeping, naming the caller and the permission
+    assert time.sleeps == []
+    message = str(stopped.value)
+    assert message.startswith("cannot wait for HyperPod cluster hpdpd-dev: DescribeCluster: 403: ") and user in message
+    assert message.endswith("; needs sagemaker:DescribeCluster (waiting cannot fix this)")
+    assert "\n" not in message
+
+
+def test_an_unreachable_sagemaker_is_retried_until_the_deadline(clients: ClientFactory,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN SageMaker's endpoint refuses every connection
+    time = FakeTime()
+    with unreachable(monkeypatch, "sagemaker") as url:
+        probe = cluster_probe(clients.client("sagemaker"), "hpdpd-dev")
+        # WHEN waiting 100 s
+        result = wait_for(probe, target="cluster", timeout_seconds=100, backoff=Backoff(initial_seconds=10),
+                          clock=time.clock, sleep=time.sleep)
+    # THEN it kept polling to the deadline and times out with the connection problem, never "NotFound"
+    unknown = (f'Unknown (cannot reach AWS: Could not connect to the endpoint URL: "{url}/" (check the network, '
+               "AWS_ENDPOINT_URL and the Region))")
+    assert result.outcome == "timeout" and result.polls == 5 and time.sleeps == [10, 20, 40, 30]
+    assert result.state == unknown and result.message == f"not ready after 100 s (last state: {unknown})"
+
+
+def test_a_throttled_cluster_read_is_retried(clients: ClientFactory) -> None:
+    # GIVEN DescribeCluster is throttled (beyond botocore's retries) once, then answers InService
+    sagemaker = clients.client("sagemaker")
+    time = FakeTime()
+    with Stubber(sagemaker) as stub:
+        stub.add_client_error("describe_cluster", "ThrottlingException", "Rate exceeded", http_status_code=400)
+        stub.add_response("describe_cluster", _cluster("InService", 1), {"ClusterName": "hpdpd-dev"})
+        # WHEN waiting
+        result = wait_for(cluster_probe(sagemaker, "hpdpd-dev"), target="cluster", timeout_seconds=600,
+                          clock=time.clock, sleep=time.sleep)
+    # THEN the second poll saw it ready
+    assert result.ok and result.polls == 2 and result.state == "InService (prefill 1/1)"
+
+
+def test_the_addons_probe_tells_unknown_from_absent(env: EnvironmentConfig, aws_credentials: None) -> None:
+    import boto3
+
+    eks = boto3.client("eks", region_name="us-west-2")
+    probe = addons_probe(eks, env)
+    with Stubber(eks) as stub:
+        # GIVEN ListAddons throttled, then a 503, then denied
+        stub.add_client_error("list_addons", "ThrottlingException", "Rate exceeded", http_status_code=429)
+        stub.add_client_error("list_addons", "ServiceUnavailableException", "try later", http_status_code=503)
+        stub.add_client_error("list_addons", "AccessDeniedException", "not authorized", http_status_code=403)
+        # WHEN polling
+        throttled, unavailable = probe(), probe()
+        # THEN the transient ones are Unknown and not final ...
+        assert throttled.state.startswith("Unknown (ListAddons: ThrottlingException: Rate exceeded (throttled")
+        assert unavailable.state == "Unknown (ListAddons: ServiceUnavailableException: try later)"
+        assert not (throttled.ready or throttled.failed or unavailable.ready or unavailable.failed)
+        # ... and the denial ends the wait, naming what the listing needs
+        with pytest.raises(Unobservable, match=r"cannot wait for the add-ons of EKS cluster hpdpd-dev: "
+                                               r"ListAddons: AccessDeniedException: .*; "
+                                               r"needs eks:ListAddons and eks:DescribeAddon"):
+            probe()
+
+
+def test_the_endpoint_probe_tells_unknown_from_absent(clients: ClientFactory, tmp_path: Path,
+                                                      make_endpoint: Callable[..., Any]) -> None:
+    sagemaker = clients.client("sagemaker")
+    endpoint = make_endpoint(name="llama", sagemaker_endpoint_name="llama-sm")
+    (tmp_path / "ok").mkdir()
+    complete = _kubectl(tmp_path / "ok", {"status": {"state": "DeploymentComplete"}})
+    # GIVEN (moto) no SageMaker endpoint yet: not created yet, keep waiting
+    absent = endpoint_probe(sagemaker, (endpoint,), complete)()
+    assert absent.state == "llama: IEC DeploymentComplete, SageMaker NotFound" and not absent.ready
+    # AND kubectl cannot reach the API server: Unknown, keep waiting
+    offline = _failing_kubectl(tmp_path / "offline",
+                               "Unable to connect to the server: dial tcp 10.0.0.1:443: i/o timeout")
+    seen = endpoint_probe(sagemaker, (make_endpoint(name="llama"),), offline)()
+    assert seen.state == ("llama: IEC Unknown (kubectl: Unable to connect to the server: dial tcp 10.0.0.1:443: "
+                          "i/o timeout)") and not (seen.ready or seen.failed)
+    # AND RBAC forbids reading the IEC: waiting cannot fix it
+    forbidden = _failing_kubectl(tmp_path / "rbac", 'Error from server (Forbidden): inferenceendpointconfigs "llama" '
+                                                    "is forbidden")
+    with pytest.raises(Unobservable, match=r"cannot wait for endpoint llama: InferenceEndpointConfig llama: "
+                                           r"kubectl: Error from server \(Forbidden\).*; needs get on "
+                                           r"inferenceendpointconfigs\.inference\.sagemaker\.aws\.amazon\.com in "
+                                           r"namespace default"):
+        endpoint_probe(sagemaker, (make_endpoint(name="llama"),), forbidden)()
+    # AND DescribeEndpoint is denied: waiting cannot fix it either
+    with Stubber(sagemaker) as stub:
+        stub.add_client_error("describe_endpoint", "AccessDeniedException", "not authorized", http_status_code=400)
+        with pytest.raises(Unobservable, match=r"needs sagemaker:DescribeEndpoint \(waiting cannot fix this\)$"):
+            endpoint_probe(sagemaker, (endpoint,), complete)()
+
+
+def _failing_kubectl(directory: Path, stderr: str) -> Kubectl:
+    directory.mkdir()
+    (directory / "err.txt").write_text(stderr)
+    script = directory / "kubectl"
+    script.write_text(f"#!/bin/sh\ncat '{directory / 'err.txt'}' >&2\nexit 1\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return Kubectl(kubeconfig=str(directory / "kubeconfig"), binary=str(script))
