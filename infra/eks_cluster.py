@@ -6,19 +6,23 @@ import hashlib
 import importlib
 import re
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from hyperpod_dpd.catalogue.versions import CORE_ADDONS, EKS_VERSIONS, KUBECTL_LAYERS
 from hyperpod_dpd.config.base import addon_version_issues
 from hyperpod_dpd.config.eks import ALL_LOG_TYPES, SystemNodeGroup
+from hyperpod_dpd.config.eks_existing import ExistingEksCluster
 from hyperpod_dpd.config.hyperpod import ROLE_LABEL
-from hyperpod_dpd.errors import ConfigError
-from hyperpod_dpd.infra import nag
+from hyperpod_dpd.errors import ConfigError, Issue
+from hyperpod_dpd.infra import guardrails, nag
+from hyperpod_dpd.infra.arns import arn
 
 _LOG_TYPES = {
     "api": eks.ClusterLoggingTypes.API,
@@ -44,6 +48,29 @@ def kubectl_layer(scope: Construct, id: str, version: str):
     return getattr(module, class_name)(scope, id)
 
 
+def _validate_adoption(scope: Construct, existing: ExistingEksCluster, *, cluster_name: str, version: str,
+                       system_node_group: SystemNodeGroup | None, overrides: Mapping[str, str]) -> None:
+    """An adopted cluster's props must describe it: its name and version, ARNs of the stack's account and
+    partition (when the stack's environment is concrete), no node group, overrides only for managed add-ons."""
+    where = "HyperPodEksCluster"
+    problems = []
+    for key, given in (("cluster_name", cluster_name), ("version", version)):
+        if given != getattr(existing, key):
+            problems.append(Issue(f"{where}.{key}", given, f"must equal existing.{key} ({getattr(existing, key)!r})"))
+    if system_node_group is not None:
+        problems.append(Issue(f"{where}.system_node_group", system_node_group.model_dump(),
+                              "conflicts with existing: an adopted cluster keeps its own node groups"))
+    for name, value in overrides.items():
+        if name not in existing.manage_addons:
+            problems.append(Issue(f"{where}.addon_versions.{name}", value,
+                                  "applies only to add-ons listed in existing.manage_addons"))
+    stack = cdk.Stack.of(scope)
+    account, region = (None if cdk.Token.is_unresolved(v) else v for v in (stack.account, stack.region))
+    problems += existing.arn_issues(f"{where}.existing", account=account, region=region, where="the stack's")
+    if problems:
+        raise ConfigError(None, problems)
+
+
 def _principal_id(arn: str) -> str:
     """A stable construct id per principal, so reordering the admin list never replaces access entries."""
     name = re.sub(r"[^A-Za-z0-9]", "", arn.rsplit("/", 1)[-1])[:40]
@@ -60,7 +87,16 @@ class HyperPodEksCluster(Construct):
     * Secrets encrypted with a customer-managed KMS key, all control-plane log types on, the IAM OIDC provider
       (the inference add-on's roles use IRSA), the kubectl provider, and admin access entries.
 
-    Attributes: ``cluster`` (the L2), ``addons`` (name -> ``CfnAddon``), ``secrets_key``, ``oidc_provider``.
+    With ``existing``, the cluster is adopted instead (:class:`ExistingEksCluster`, no lookups): imported with
+    ``Cluster.from_cluster_attributes`` and a kubectl provider whose handler runs as ``existing.kubectl_role_arn``,
+    the OIDC provider imported from its ARN; no cluster, KMS key or node group is created, and only the core
+    add-ons listed in ``existing.manage_addons`` (creating an add-on the cluster already has fails). The creation
+    settings (``endpoint_access``, ``public_access_cidrs``, ``logging``, ``security_group``) do not apply;
+    ``cluster_name`` and ``version`` must be the adopted cluster's; ``admin_principals`` still get access entries.
+
+    Attributes: ``cluster`` (the L2, imported when adopted), ``cluster_arn``, ``cluster_name``, ``addons``
+    (name -> ``CfnAddon``), ``secrets_key`` (None when adopted), ``oidc_provider``, ``system_nodegroup``,
+    ``existing``.
     """
 
     def __init__(
@@ -80,11 +116,74 @@ class HyperPodEksCluster(Construct):
         system_node_group: SystemNodeGroup | None = None,
         addon_versions: Mapping[str, str] | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
+        existing: ExistingEksCluster | None = None,
     ) -> None:
-        self._validate(version, endpoint_access, logging, addon_versions or {})  # before anything joins the tree
+        # Validation first: bad props leave nothing in the tree.
+        self._validate(version, endpoint_access, logging, addon_versions or {})
+        if existing is not None:
+            _validate_adoption(scope, existing, cluster_name=cluster_name, version=version,
+                               system_node_group=system_node_group, overrides=addon_versions or {})
         versions = {a.name: a.version_for(version) for a in CORE_ADDONS} | dict(addon_versions or {})
         super().__init__(scope, id)
+        self.existing = existing
+        self.secrets_key: kms.Key | None = None
+        self.cluster: eks.ICluster
+        self.oidc_provider: iam.IOpenIdConnectProvider
+        self.system_nodegroup: eks.Nodegroup | None = None
+        created: eks.Cluster | None = None
+        adopted_provider: eks.KubectlProvider | None = None
+        if existing is None:
+            created = self._create(vpc=vpc, subnets=subnets, cluster_name=cluster_name, version=version,
+                                   security_group=security_group, endpoint_access=endpoint_access,
+                                   public_access_cidrs=public_access_cidrs, logging=logging, removal_policy=removal_policy)
+            managed: Sequence[str] = [a.name for a in CORE_ADDONS]
+        else:
+            adopted_provider = self._adopt(existing, vpc)
+            managed = existing.manage_addons
 
+        self.addons: dict[str, eks.CfnAddon] = {}
+        for addon in CORE_ADDONS:
+            if addon.name not in managed:
+                continue  # an adopted cluster keeps the add-ons it has
+            self.addons[addon.name] = eks.CfnAddon(
+                self, f"Addon-{addon.name}",
+                cluster_name=self.cluster.cluster_name,
+                addon_name=addon.name,
+                addon_version=versions[addon.name],
+                resolve_conflicts="OVERWRITE",
+                # Deleting the stack must not take the network or DNS away from a cluster that outlives it.
+                preserve_on_delete=True if existing is not None else None,
+            )
+        # CoreDNS needs the CNI to schedule; both wait for the cluster.
+        if "coredns" in self.addons and "vpc-cni" in self.addons:
+            self.addons["coredns"].add_resource_dependency(self.addons["vpc-cni"])
+
+        admin = [eks.AccessPolicy.from_access_policy_name(CLUSTER_ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)]
+        for principal in dict.fromkeys(admin_principals):
+            if created is not None:
+                created.grant_access(_principal_id(principal), principal, admin)
+            elif adopted_provider is not None:  # charts and manifests wait for the entries (the kubectl role's too)
+                entry = eks.AccessEntry(self, _principal_id(principal), cluster=self.cluster, principal=principal,
+                                        access_policies=admin)
+                adopted_provider.node.add_dependency(entry)
+
+        if created is not None and system_node_group is not None:
+            self.system_nodegroup = created.add_nodegroup_capacity(
+                "SystemNodes",
+                instance_types=[ec2.InstanceType(system_node_group.instance_type)],
+                min_size=system_node_group.min_size,
+                desired_size=system_node_group.desired_size,
+                max_size=system_node_group.max_size,
+                disk_size=system_node_group.disk_size_gb,
+                subnets=ec2.SubnetSelection(subnets=list(subnets)),
+                labels={ROLE_LABEL: "system"},
+            )
+            for resource in self.addons.values():
+                self.system_nodegroup.node.add_dependency(resource)
+
+    def _create(self, *, vpc: ec2.IVpc, subnets: Sequence[ec2.ISubnet], cluster_name: str, version: str,
+                security_group: ec2.ISecurityGroup, endpoint_access: str, public_access_cidrs: Sequence[str],
+                logging: Sequence[str], removal_policy: cdk.RemovalPolicy) -> eks.Cluster:
         self.secrets_key = kms.Key(
             self, "SecretsKey", enable_key_rotation=True, removal_policy=removal_policy,
             description=f"Envelope encryption of Kubernetes secrets in EKS cluster {cluster_name}")
@@ -92,7 +191,7 @@ class HyperPodEksCluster(Construct):
             access = eks.EndpointAccess.PRIVATE
         else:
             access = eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*public_access_cidrs)
-        self.cluster = eks.Cluster(
+        cluster = eks.Cluster(
             self, "Resource",
             cluster_name=cluster_name,
             version=eks.KubernetesVersion.of(version),
@@ -111,60 +210,53 @@ class HyperPodEksCluster(Construct):
                 private_subnets=list(subnets),  # the handler reaches a private endpoint from inside the VPC
             ),
         )
-        self.oidc_provider = self.cluster.open_id_connect_provider
-        self._acknowledge_cluster_internals()
-
-        self.addons: dict[str, eks.CfnAddon] = {}
-        for addon in CORE_ADDONS:
-            self.addons[addon.name] = eks.CfnAddon(
-                self, f"Addon-{addon.name}",
-                cluster_name=self.cluster.cluster_name,
-                addon_name=addon.name,
-                addon_version=versions[addon.name],
-                resolve_conflicts="OVERWRITE",
-            )
-        # CoreDNS needs the CNI to schedule; both wait for the cluster.
-        self.addons["coredns"].add_resource_dependency(self.addons["vpc-cni"])
-
-        for arn in dict.fromkeys(admin_principals):
-            self.cluster.grant_access(_principal_id(arn), arn, [
-                eks.AccessPolicy.from_access_policy_name(CLUSTER_ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)])
-
-        self.system_nodegroup: eks.Nodegroup | None = None
-        if system_node_group is not None:
-            self.system_nodegroup = self.cluster.add_nodegroup_capacity(
-                "SystemNodes",
-                instance_types=[ec2.InstanceType(system_node_group.instance_type)],
-                min_size=system_node_group.min_size,
-                desired_size=system_node_group.desired_size,
-                max_size=system_node_group.max_size,
-                disk_size=system_node_group.disk_size_gb,
-                subnets=ec2.SubnetSelection(subnets=list(subnets)),
-                labels={ROLE_LABEL: "system"},
-            )
-            for addon in self.addons.values():
-                self.system_nodegroup.node.add_dependency(addon)
-
-    def _acknowledge_cluster_internals(self) -> None:
-        """Findings on what aws_eks_v2 creates itself: the cluster role and the kubectl provider's handlers."""
-        nag.acknowledge_managed_policies(self.cluster.role, {
+        self.cluster = cast(eks.ICluster, cluster)  # jsii's typing does not see that a Cluster is an ICluster
+        self.oidc_provider = cluster.open_id_connect_provider
+        nag.acknowledge_managed_policies(cluster.role, {
             "AmazonEKSClusterPolicy": "EKS requires this AWS managed policy on the cluster service role"})
-        provider = self.cluster.node.find_child("KubectlProvider")
+        self._acknowledge_kubectl_provider(cluster.node.find_child("KubectlProvider"))
+        return cluster
+
+    def _adopt(self, existing: ExistingEksCluster, vpc: ec2.IVpc) -> eks.KubectlProvider:
+        """Import the cluster and its OIDC provider; a kubectl provider whose handler runs as the given role."""
+        layer = kubectl_layer(self, "KubectlLayer", existing.version)
+        role = iam.Role.from_role_arn(self, "KubectlRole", existing.kubectl_role_arn)
+        name, group_id = existing.cluster_name, existing.cluster_security_group_id
+        # The provider needs a cluster to reach (ARN, VPC, security group) before the cluster can name the provider.
+        target = eks.Cluster.from_cluster_attributes(self, "KubectlTarget", cluster_name=name, vpc=vpc,
+                                                     cluster_security_group_id=group_id)
+        subnets = [ec2.Subnet.from_subnet_attributes(self, f"KubectlSubnet{i}", subnet_id=subnet_id)
+                   for i, subnet_id in enumerate(existing.kubectl_private_subnet_ids)]
+        groups = [ec2.SecurityGroup.from_security_group_id(self, "KubectlSecurityGroup", existing.kubectl_security_group_id,
+                                                           mutable=False)] if existing.kubectl_security_group_id else None
+        provider = eks.KubectlProvider(self, "KubectlProvider", cluster=target, kubectl_layer=layer, role=role,
+                                       private_subnets=subnets or None, security_groups=groups)
+        self.oidc_provider = iam.OpenIdConnectProvider.from_open_id_connect_provider_arn(
+            self, "OidcProvider", existing.oidc_provider_arn)
+        self.cluster = eks.Cluster.from_cluster_attributes(
+            self, "Resource", cluster_name=name, vpc=vpc, cluster_security_group_id=group_id, kubectl_provider=provider,
+            open_id_connect_provider=self.oidc_provider)
+        # The provider adds managed policies to its role and a condition for one of them; an imported role takes
+        # none of them (the role must carry its own, see docs/adopting.md), so the condition would dangle.
+        self.node.try_remove_child("HasEcrPublic")
+        cdk.Annotations.of(role).acknowledge_warning(
+            "@aws-cdk/aws-iam:IRoleCantBeUsedWithIManagedPolicy",
+            "The adopted cluster's kubectl role brings its own Lambda, VPC and ECR permissions (docs/adopting.md)")
+        guardrails.acknowledge(role, "HPDPD-IAM1", "aws-cdk-lib's kubectl provider grants its handler role "
+                               "eks:DescribeCluster on the imported cluster, whose ARN it writes with the partition of "
+                               "the stack's Region")
+        for subnet in subnets:
+            cdk.Annotations.of(subnet).acknowledge_warning(
+                "@aws-cdk/aws-ec2:noSubnetRouteTableId", "Only the kubectl handler's network interfaces use this subnet")
+        self._acknowledge_kubectl_provider(provider, role_is_imported=True)
+        return provider
+
+    def _acknowledge_kubectl_provider(self, provider: IConstruct, *, role_is_imported: bool = False) -> None:
+        """Findings on the kubectl provider's handlers, which aws_eks_v2 creates itself."""
         handler = provider.node.find_child("Handler")
         why = "aws_eks_v2's kubectl provider applies Helm charts and manifests"
-        nag.acknowledge_managed_policies(handler, {
-            "service-role/AWSLambdaBasicExecutionRole": f"{why}; it writes its logs",
-            "service-role/AWSLambdaVPCAccessExecutionRole": f"{why} from inside the VPC, to reach a private endpoint",
-            "AmazonEC2ContainerRegistryReadOnly": f"{why}; it pulls OCI Helm charts from ECR",
-        })
-        condition = handler.node.find_child("HasEcrPublic")
-        public_ecr = {"Fn::If": [cdk.Stack.of(self).get_logical_id(condition), {"Fn::Join": ["", [
-            "arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},
-            {"Ref": "AWS::NoValue"}]}
-        nag.acknowledge(handler, f"AwsSolutions-IAM4[Policy::{nag.compact_json(public_ecr)}]",
-                        f"{why}; it pulls OCI Helm charts from ECR Public where that partition has it")
-        nag.acknowledge_generated_function(handler, f"{why}; its runtime is chosen and bumped by aws-cdk-lib")
         framework = provider.node.find_child("Provider")
+        nag.acknowledge_generated_function(handler, f"{why}; its runtime is chosen and bumped by aws-cdk-lib")
         nag.acknowledge_generated_policy(
             framework.node.find_child("framework-onEvent").node.find_child("ServiceRole").node.find_child("DefaultPolicy"),
             f"{why}; the custom-resource framework invokes every version of the kubectl handler")
@@ -172,6 +264,19 @@ class HyperPodEksCluster(Construct):
             "service-role/AWSLambdaBasicExecutionRole": f"{why}; the custom-resource framework writes its logs",
             "service-role/AWSLambdaVPCAccessExecutionRole": f"{why}; the framework runs inside the VPC"})
         nag.acknowledge_generated_function(framework, f"{why}; the framework's runtime is chosen by aws-cdk-lib")
+        if role_is_imported:
+            return
+        nag.acknowledge_managed_policies(handler, {
+            "service-role/AWSLambdaBasicExecutionRole": f"{why}; it writes its logs",
+            "service-role/AWSLambdaVPCAccessExecutionRole": f"{why} from inside the VPC, to reach a private endpoint",
+            "AmazonEC2ContainerRegistryReadOnly": f"{why}; it pulls OCI Helm charts from ECR",
+        })
+        condition = cast(cdk.CfnElement, handler.node.find_child("HasEcrPublic"))
+        public_ecr = {"Fn::If": [cdk.Stack.of(self).get_logical_id(condition), {"Fn::Join": ["", [
+            "arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},
+            {"Ref": "AWS::NoValue"}]}
+        nag.acknowledge(handler, f"AwsSolutions-IAM4[Policy::{nag.compact_json(public_ecr)}]",
+                        f"{why}; it pulls OCI Helm charts from ECR Public where that partition has it")
 
     @staticmethod
     def _validate(version: str, endpoint_access: str, logging: Sequence[str], overrides: Mapping[str, str]) -> None:
@@ -190,6 +295,9 @@ class HyperPodEksCluster(Construct):
 
     @property
     def cluster_arn(self) -> str:
+        """The cluster's ARN; an adopted cluster's is built with ``${AWS::Partition}``."""
+        if self.existing is not None:
+            return arn(self, "eks", f"cluster/{self.existing.cluster_name}")
         return self.cluster.cluster_arn
 
     @property

@@ -5,21 +5,28 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
+from pydantic import Field, ModelWrapValidatorHandler, model_validator
+
 from hyperpod_dpd.catalogue.versions import CORE_ADDONS, DEFAULT_EKS_VERSION, EKS_VERSIONS
 from hyperpod_dpd.config.base import (
     Cidr,
     IamPrincipalArn,
     Model,
-    ResourceName,
     addon_version_issues,
     join,
     quoted_choice,
 )
+from hyperpod_dpd.config.eks_existing import ExistingEksCluster
+from hyperpod_dpd.config.names import EksClusterName
 from hyperpod_dpd.errors import Issue
-from pydantic import Field
 
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
 ALL_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+# Settings of a cluster the toolkit creates; an adopted cluster (eks.existing) keeps its own.
+CREATION_KEYS = {
+    "endpoint_access": "API endpoint access", "public_access_cidrs": "public endpoint CIDRs",
+    "logging": "control-plane logging", "system_node_group": "node groups",
+}
 
 
 class SystemNodeGroup(Model):
@@ -38,10 +45,11 @@ class SystemNodeGroup(Model):
 
 
 class EksConfig(Model):
-    cluster_name: ResourceName
+    cluster_name: EksClusterName
     version: Annotated[str, quoted_choice(EKS_VERSIONS, example=DEFAULT_EKS_VERSION,
                                           rule=f"must be one of {', '.join(EKS_VERSIONS)} (the versions HyperPod supports)")] \
         = DEFAULT_EKS_VERSION
+    existing: ExistingEksCluster | None = None
     endpoint_access: Literal["public_and_private", "private"] = "public_and_private"
     public_access_cidrs: tuple[Cidr, ...] = ("0.0.0.0/0",)
     admin_principals: tuple[IamPrincipalArn, ...] = ()
@@ -49,14 +57,53 @@ class EksConfig(Model):
     system_node_group: SystemNodeGroup | None = None
     addon_versions: dict[str, str] = Field(default_factory=dict)
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _adopted_defaults(cls, data: Any, handler: ModelWrapValidatorHandler[EksConfig]) -> EksConfig:
+        """With ``existing``, ``cluster_name`` and ``version`` default to the adopted cluster's (a different value is
+        an issue; a bad version is reported once, at ``existing.version``), and ``public_access_cidrs`` to none: the
+        endpoint is not the toolkit's, so there are no CIDRs to judge. ``model_fields_set`` keeps only what was written.
+        """
+        if not (isinstance(data, dict) and isinstance(data.get("existing"), dict)):
+            return handler(data)
+        existing = data["existing"]
+        defaults: dict[str, Any] = {"public_access_cidrs": ()}
+        if isinstance(existing.get("cluster_name"), str):
+            defaults["cluster_name"] = existing["cluster_name"]
+        if existing.get("version") in EKS_VERSIONS:
+            defaults["version"] = existing["version"]
+        model = handler({**defaults, **data})
+        model.__pydantic_fields_set__.difference_update(k for k in defaults if k not in data)
+        return model
+
     def issues(self, root: Any, path: str) -> Iterator[Issue]:
         if self.system_node_group:
             yield from self.system_node_group.issues(root, join(path, "system_node_group"))
         yield from addon_version_issues(join(path, "addon_versions"), self.addon_versions,
                                         {a.name: a.minimum for a in CORE_ADDONS}, kind="core", why="HyperPod needs")
-        if self.endpoint_access == "private" and self.public_access_cidrs != ("0.0.0.0/0",):
+        if self.existing is not None:
+            yield from self._adoption_issues(root, path, self.existing)
+        elif self.endpoint_access == "private" and self.public_access_cidrs != ("0.0.0.0/0",):
             yield Issue(join(path, "public_access_cidrs"), list(self.public_access_cidrs),
                         "applies only to endpoint_access 'public_and_private'")
+
+    def _adoption_issues(self, root: Any, path: str, existing: ExistingEksCluster) -> Iterator[Issue]:
+        where = join(path, "existing")
+        yield from existing.issues(root, where)
+        for key in ("cluster_name", "version"):
+            if getattr(self, key) != getattr(existing, key):
+                yield Issue(join(path, key), getattr(self, key), f"must equal {join(where, key)} "
+                            f"({getattr(existing, key)!r}), or be left out to take it from there")
+        for key, what in CREATION_KEYS.items():
+            if key in self.model_fields_set:
+                value = getattr(self, key)
+                yield Issue(join(path, key), value.model_dump() if isinstance(value, Model) else value,
+                            f"conflicts with {where}: an adopted cluster keeps its own {what}; remove {join(path, key)}")
+        for name, version in self.addon_versions.items():
+            if name not in existing.manage_addons:
+                yield Issue(join(join(path, "addon_versions"), name), version,
+                            f"applies only to add-ons listed in {join(where, 'manage_addons')} (the toolkit does not "
+                            "manage the other add-ons of an adopted cluster)")
 
     def addon_version(self, name: str) -> str:
         """The pinned (or overridden) version of a core add-on for this cluster's Kubernetes version."""

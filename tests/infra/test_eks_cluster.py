@@ -1,4 +1,5 @@
-"""HyperPodEksCluster: API auth, no Auto Mode, pinned core add-ons, KMS secrets, logging, OIDC and admin entries."""
+"""HyperPodEksCluster: API auth, no Auto Mode, pinned core add-ons, KMS secrets, logging, OIDC and admin entries;
+an adopted cluster (``existing``) imported with its OIDC provider and kubectl role, its add-ons left alone unless opted in."""
 
 from __future__ import annotations
 
@@ -7,11 +8,18 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Match, Template
+
+from hyperpod_dpd.catalogue.operator import OBSERVABILITY_ADDON_VERSION
 from hyperpod_dpd.catalogue.versions import CORE_ADDONS
-from hyperpod_dpd.config import load_environment
+from hyperpod_dpd.config import InstanceGroup, SystemNodeGroup, load_environment
+from hyperpod_dpd.config.eks_existing import ExistingEksCluster
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster, _principal_id
+from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
+from hyperpod_dpd.infra.hyperpod_dependencies import HyperPodDependencies
+from hyperpod_dpd.infra.inference_operator import InferenceOperator, ObservabilityOptions
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +152,134 @@ def test_optional_system_node_group_is_small_labelled_and_after_the_addons(write
     (nodegroup,) = template.find_resources("AWS::EKS::Nodegroup").values()
     assert len([d for d in nodegroup["DependsOn"] if d.startswith("EksAddon")]) == 4
     template.has_resource_properties("AWS::EKS::Nodegroup", {"Subnets": Match.any_value()})
+
+
+# -- an adopted cluster (eks.existing) -------------------------------------------------------------------------------
+
+OIDC_ARN = "arn:aws:iam::111111111111:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/0123456789ABCDEF0123456789ABCDEF"
+KUBECTL_ROLE_ARN = "arn:aws:iam::111111111111:role/platform/eks-kubectl"
+EXISTING: dict[str, Any] = {
+    "cluster_name": "shared", "version": "1.34", "oidc_provider_arn": OIDC_ARN, "kubectl_role_arn": KUBECTL_ROLE_ARN,
+    "cluster_security_group_id": "sg-0123456789abcdef0", "manage_addons": ["eks-pod-identity-agent"]}
+
+
+@pytest.fixture(scope="module")
+def adopted(cdk_context: dict[str, Any]) -> tuple[HyperPodEksCluster, dict[str, Any], list[Any]]:
+    """GIVEN a cluster adopted with one opted-in core add-on, the HyperPod dependencies chart, a manifest, a HyperPod
+    cluster and the inference operator (with observability) on it, in one small stack, synthesized once."""
+    app = cdk.App(context=cdk_context)
+    stack = cdk.Stack(app, "Adopted", env=cdk.Environment(account="111111111111", region="us-west-2"))
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack, "Vpc", vpc_id="vpc-0123456789abcdef0", availability_zones=["us-west-2a", "us-west-2b"],
+        private_subnet_ids=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+        private_subnet_route_table_ids=["rtb-0123456789abcdef0", "rtb-0123456789abcdef1"])
+    eks_cluster = HyperPodEksCluster(
+        stack, "Eks", vpc=vpc, subnets=vpc.private_subnets, cluster_name="shared", version="1.34",
+        security_group=ec2.SecurityGroup.from_security_group_id(stack, "Efa", "sg-0123456789abcdef9"),
+        existing=ExistingEksCluster(**EXISTING))
+    HyperPodDependencies(stack, "HyperPodDependencies", cluster=eks_cluster.cluster, region="us-west-2",
+                         gpu_instance_types=["ml.p5.48xlarge"], repository="oci://111111111111.dkr.ecr.us-west-2.amazonaws.com/hp")
+    eks.KubernetesManifest(stack, "Namespace", cluster=eks_cluster.cluster,
+                           manifest=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "llm"}}])
+    hyperpod = HyperPodCluster(
+        stack, "HyperPod", cluster_name="hp", region="us-west-2", eks_cluster_arn=eks_cluster.cluster_arn,
+        subnet_ids=["subnet-0123456789abcdef0"], security_group_ids=[eks_cluster.cluster.cluster_security_group_id],
+        instance_groups=[InstanceGroup(name="prefill", role="prefill", instance_type="ml.p5.48xlarge", count=1)],
+        lifecycle_bucket_name="sagemaker-hp-111111111111-us-west-2", depends_on=list(eks_cluster.addons.values()))
+    InferenceOperator(stack, "InferenceOperator", eks_cluster=eks_cluster, hyperpod_cluster=hyperpod,
+                      operator_version="3.4", execution_role_name="SageMakerHyperPodInference-hp",
+                      tls_bucket_name="hyperpod-tls-111111111111-us-west-2",
+                      observability=ObservabilityOptions(addon_version=OBSERVABILITY_ADDON_VERSION))
+    assembly = app.synth()
+    artifact = assembly.get_stack_by_name("Adopted")
+    return eks_cluster, artifact.template, artifact.messages
+
+
+def _of_type(template: dict[str, Any], type_: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == type_}
+
+
+def test_an_adopted_cluster_is_imported_not_created(adopted) -> None:
+    eks_cluster, template, _ = adopted
+    # THEN no cluster, OIDC provider or node group is created, and no secrets key
+    for type_ in ("AWS::EKS::Cluster", "AWS::IAM::OIDCProvider", "AWS::EKS::Nodegroup"):
+        assert _of_type(template, type_) == {}, type_
+    assert [k for k in _of_type(template, "AWS::KMS::Key") if k.startswith("Eks")] == []
+    assert (eks_cluster.cluster_name, eks_cluster.secrets_key, eks_cluster.system_nodegroup) == ("shared", None, None)
+    # AND HyperPod orchestrates it by a partition-aware ARN, in its cluster security group
+    (hyperpod,) = _of_type(template, "AWS::SageMaker::Cluster").values()
+    assert hyperpod["Properties"]["Orchestrator"]["Eks"]["ClusterArn"] == {
+        "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":eks:us-west-2:111111111111:cluster/shared"]]}
+    assert hyperpod["Properties"]["VpcConfig"]["SecurityGroupIds"] == ["sg-0123456789abcdef0"]
+
+
+def test_only_the_opted_in_core_addons_are_created(adopted) -> None:
+    _, template, _ = adopted
+    addons = {v["Properties"]["AddonName"]: (k, v) for k, v in _of_type(template, "AWS::EKS::Addon").items()}
+    # THEN of the core add-ons only eks-pod-identity-agent, pinned for the adopted version, on the adopted cluster,
+    # and left running if the stack is deleted
+    assert [a.name for a in CORE_ADDONS if a.name in addons] == ["eks-pod-identity-agent"]
+    agent_id, agent = addons["eks-pod-identity-agent"]
+    assert agent["Properties"] == {"AddonName": "eks-pod-identity-agent", "ClusterName": "shared",
+                                   "AddonVersion": next(a for a in CORE_ADDONS if a.name == "eks-pod-identity-agent")
+                                   .version_for("1.34"), "ResolveConflicts": "OVERWRITE", "PreserveOnDelete": True}
+    # AND the observability add-on waits for it
+    assert agent_id in addons["amazon-sagemaker-hyperpod-observability"][1]["DependsOn"]
+
+
+def test_helm_charts_and_manifests_run_as_the_given_kubectl_role(adopted) -> None:
+    _, template, _ = adopted
+    resources = template["Resources"]
+    custom = [*_of_type(template, "Custom::AWSCDK-EKS-HelmChart").values(),
+              *_of_type(template, "Custom::AWSCDK-EKS-KubernetesResource").values()]
+    assert len(custom) == 2 and all(c["Properties"]["ClusterName"] == "shared" for c in custom)
+    # THEN both go through the one provider framework, whose handler runs as the kubectl role, outside the VPC
+    (framework,) = {c["Properties"]["ServiceToken"]["Fn::GetAtt"][0] for c in custom}
+    handler = resources[resources[framework]["Properties"]["Environment"]["Variables"]["USER_ON_EVENT_FUNCTION_ARN"]["Fn::GetAtt"][0]]
+    assert handler["Properties"]["Role"] == KUBECTL_ROLE_ARN
+    assert "VpcConfig" not in handler["Properties"]
+    assert any(layer["Ref"].startswith("EksKubectlLayer") for layer in handler["Properties"]["Layers"])  # kubectl 1.34
+    # AND the role itself is not created; it only gets eks:DescribeCluster on the adopted cluster
+    (policy,) = [p["Properties"] for p in _of_type(template, "AWS::IAM::Policy").values() if p["Properties"]["Roles"] == ["eks-kubectl"]]
+    assert [s["Action"] for s in policy["PolicyDocument"]["Statement"]] == ["eks:DescribeCluster"]
+    assert "Conditions" not in template  # the provider's ECR Public condition is for a role it creates
+
+
+def test_operator_roles_trust_the_given_oidc_provider(adopted) -> None:
+    _, template, _ = adopted
+    resources = template["Resources"]
+    roles = {k: v for k, v in _of_type(template, "AWS::IAM::Role").items() if k.startswith("InferenceOperator")}
+    web = {k: s for k, r in roles.items() for s in r["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+           if s["Action"] == "sts:AssumeRoleWithWebIdentity"}
+    # THEN every IRSA role federates with the given provider, and its conditions name the provider's issuer
+    assert {k[len("InferenceOperator"):-8] for k in web} >= {
+        "ExecutionRole", "LoadBalancerControllerRole", "KedaRole", "S3CsiRole", "FsxCsiRole"}
+    issuer = OIDC_ARN.split(":oidc-provider/")[1]
+    for statement in web.values():
+        assert statement["Principal"] == {"Federated": OIDC_ARN}
+        conditions = "".join(resources[ref["Fn::GetAtt"][0]]["Properties"]["Value"] for ref in statement["Condition"].values())
+        assert f'"{issuer}:aud":"sts.amazonaws.com"' in conditions and f'"{issuer}:sub":"system:serviceaccount:' in conditions
+
+
+def test_adoption_leaves_no_warning_behind(adopted) -> None:
+    _, _, messages = adopted
+    assert [m.entry.data for m in messages if "Eks" in m.id] == []
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"cluster_name": "other"}, r"^HyperPodEksCluster.cluster_name: 'other': must equal existing.cluster_name \('shared'\)$"),
+    ({"version": "1.35"}, r"^HyperPodEksCluster.version: '1.35': must equal existing.version \('1.34'\)$"),
+    ({"system_node_group": SystemNodeGroup()}, r"^HyperPodEksCluster.system_node_group: .*: conflicts with existing"),
+    ({"addon_versions": {"coredns": "v1.12.3-eksbuild.1"}},
+     r"^HyperPodEksCluster.addon_versions.coredns: 'v1.12.3-eksbuild.1': applies only to add-ons listed in existing.manage_addons$"),
+    ({"existing": {"kubectl_role_arn": "arn:aws:iam::222222222222:role/eks-kubectl"}},
+     r"^HyperPodEksCluster.existing.kubectl_role_arn: '.*': must be in the stack's account 111111111111$"),
+])
+def test_bad_adoption_props_fail_before_any_resource_is_made(scratch, kwargs: dict[str, Any], message: str) -> None:
+    stack, vpc, sg = scratch
+    existing = ExistingEksCluster(**{**EXISTING, **kwargs.pop("existing", {})})
+    props: dict[str, Any] = {"vpc": vpc, "subnets": vpc.private_subnets, "cluster_name": "shared", "version": "1.34",
+                             "security_group": sg, "existing": existing, **kwargs}
+    with pytest.raises(ConfigError, match=message):
+        HyperPodEksCluster(stack, "Adopt", **props)
+    assert stack.node.try_find_child("Adopt") is None

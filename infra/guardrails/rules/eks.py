@@ -1,4 +1,9 @@
-"""EKS rules (cdk-nag's EKS rules test the v1 ``aws_eks.CfnCluster`` class and never fire on ``aws_eks_v2``)."""
+"""EKS rules (cdk-nag's EKS rules test the v1 ``aws_eks.CfnCluster`` class and never fire on ``aws_eks_v2``).
+
+They judge the ``AWS::EKS::Cluster`` resources the stacks create. An adopted cluster (``eks.existing``) is not in
+the templates: its logging, secrets encryption and endpoint are its owner's, outside what synthesis can see, so
+these rules have nothing to check there (docs/adopting.md lists what to verify on such a cluster).
+"""
 
 from __future__ import annotations
 

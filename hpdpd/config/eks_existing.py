@@ -1,0 +1,105 @@
+"""``eks.existing``: adopt an EKS cluster the toolkit did not create, without lookups (synthesis stays offline).
+
+Everything the stacks need from the cluster is written down here: its name and Kubernetes version, its IAM OIDC
+provider (IRSA trust of the inference operator's roles), the cluster security group (HyperPod nodes join it), and
+an IAM role with cluster-admin access that the kubectl provider's Lambda handler runs as (it applies the Helm charts
+and manifests). The toolkit never takes over the cluster's core add-ons unless they are listed in ``manage_addons``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
+
+from hyperpod_dpd.catalogue.versions import CORE_ADDONS, DEFAULT_EKS_VERSION, EKS_VERSIONS
+from hyperpod_dpd.config.base import Model, join, pattern, quoted_choice
+from hyperpod_dpd.config.names import EksClusterName
+from hyperpod_dpd.errors import Issue
+
+CORE_ADDON_NAMES: tuple[str, ...] = tuple(a.name for a in CORE_ADDONS)
+_PARTITION = r"arn:(?P<partition>aws|aws-cn|aws-us-gov)"
+_OIDC_ARN = re.compile(_PARTITION + r":iam::(?P<account>\d{12}):oidc-provider/"
+                       r"(?P<issuer>oidc\.eks\.(?P<region>[a-z]{2}(-gov)?-[a-z]+-\d)\.amazonaws\.com(\.cn)?/id/[0-9A-Za-z]{1,64})")
+_ROLE_ARN = re.compile(_PARTITION + r":iam::(?P<account>\d{12}):role/(?P<path>([\w+=,.@-]+/)*)(?P<name>[\w+=,.@-]{1,64})")
+
+EksVersion = Annotated[str, quoted_choice(
+    EKS_VERSIONS, example=DEFAULT_EKS_VERSION, rule=f"must be one of {', '.join(EKS_VERSIONS)} (the versions HyperPod supports)")]
+OidcProviderArn = Annotated[str, pattern(
+    _OIDC_ARN.pattern, "an IAM OIDC provider ARN of an EKS cluster such as "
+    "'arn:aws:iam::111111111111:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/0123456789ABCDEF0123456789ABCDEF'")]
+RoleArn = Annotated[str, pattern(
+    _ROLE_ARN.pattern, "an IAM role ARN such as 'arn:aws:iam::111111111111:role/eks-kubectl' (names of at most 64 characters)")]
+SecurityGroupId = Annotated[str, pattern(r"sg-[0-9a-f]{8,17}", "a security group id such as 'sg-0123456789abcdef0'")]
+SubnetId = Annotated[str, pattern(r"subnet-[0-9a-f]{8,17}", "a subnet id such as 'subnet-0123456789abcdef0'")]
+
+
+def partition_of(region: str) -> str:
+    """The partition of a Region code: ``aws-cn`` for ``cn-*``, ``aws-us-gov`` for ``us-gov-*``, else ``aws``."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+def _core_addon(value: str) -> str:
+    if value not in CORE_ADDON_NAMES:
+        raise ValueError(f"must be a core add-on: {', '.join(CORE_ADDON_NAMES)}")
+    return value
+
+
+CoreAddonName = Annotated[str, AfterValidator(_core_addon)]
+
+
+class ExistingEksCluster(Model):
+    """An EKS cluster that already runs (authentication mode API or API_AND_CONFIG_MAP), adopted as it is.
+
+    The toolkit installs the HyperPod dependencies chart, the HyperPod cluster, the inference operator and the
+    endpoints on it; it never changes the cluster itself (logging, encryption, endpoint, node groups) and manages
+    only the core add-ons listed in ``manage_addons`` (creating an add-on that already exists fails).
+    """
+
+    cluster_name: EksClusterName
+    version: EksVersion
+    oidc_provider_arn: OidcProviderArn
+    kubectl_role_arn: RoleArn
+    cluster_security_group_id: SecurityGroupId
+    kubectl_private_subnet_ids: tuple[SubnetId, ...] = ()
+    kubectl_security_group_id: SecurityGroupId | None = None
+    manage_addons: tuple[CoreAddonName, ...] = Field(default=())
+
+    @property
+    def oidc_issuer(self) -> str:
+        """``oidc.eks.<region>.amazonaws.com/id/<id>``: the issuer the IRSA trust conditions name."""
+        match = _OIDC_ARN.fullmatch(self.oidc_provider_arn)
+        assert match is not None
+        return match["issuer"]
+
+    def arn_issues(self, path: str, *, account: str | None, region: str | None,
+                   where: str = "the environment's") -> Iterator[Issue]:
+        """The ARNs must be of ``account`` and of the partition of ``region``, the OIDC provider of ``region``
+        (None: not known, not checked)."""
+        for key, regex in (("oidc_provider_arn", _OIDC_ARN), ("kubectl_role_arn", _ROLE_ARN)):
+            value = getattr(self, key)
+            match = regex.fullmatch(value)
+            assert match is not None
+            if account is not None and match["account"] != account:
+                yield Issue(join(path, key), value, f"must be in {where} account {account}")
+            elif region is not None and match["partition"] != partition_of(region):
+                yield Issue(join(path, key), value,
+                            f"must be in partition '{partition_of(region)}' (the partition of region {region})")
+            elif region is not None and key == "oidc_provider_arn" and match["region"] != region:
+                yield Issue(join(path, key), value, f"must be the OIDC provider of a cluster in region {region}")
+
+    def issues(self, root: Any, path: str) -> Iterator[Issue]:
+        yield from self.arn_issues(path, account=root.account, region=root.region)
+        if self.kubectl_security_group_id and not self.kubectl_private_subnet_ids:
+            yield Issue(join(path, "kubectl_security_group_id"), self.kubectl_security_group_id,
+                        f"applies only with {join(path, 'kubectl_private_subnet_ids')} (the kubectl handler in the VPC)")
+        if len(set(self.kubectl_private_subnet_ids)) != len(self.kubectl_private_subnet_ids):
+            yield Issue(join(path, "kubectl_private_subnet_ids"), list(self.kubectl_private_subnet_ids), "lists a subnet twice")
+        if len(set(self.manage_addons)) != len(self.manage_addons):
+            yield Issue(join(path, "manage_addons"), list(self.manage_addons), "lists an add-on twice")
