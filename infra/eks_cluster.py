@@ -20,7 +20,7 @@ from hyperpod_dpd.config.base import addon_version_issues
 from hyperpod_dpd.config.eks import ALL_LOG_TYPES, SystemNodeGroup
 from hyperpod_dpd.config.eks_existing import ExistingEksCluster
 from hyperpod_dpd.config.hyperpod import ROLE_LABEL
-from hyperpod_dpd.errors import ConfigError, Issue
+from hyperpod_dpd.errors import MISSING, ConfigError, Issue
 from hyperpod_dpd.infra import guardrails, nag
 from hyperpod_dpd.infra.arns import arn
 
@@ -110,7 +110,7 @@ class HyperPodEksCluster(Construct):
         version: str,
         security_group: ec2.ISecurityGroup,
         endpoint_access: str = "public_and_private",
-        public_access_cidrs: Sequence[str] = ("0.0.0.0/0",),
+        public_access_cidrs: Sequence[str] = (),
         admin_principals: Sequence[str] = (),
         logging: Sequence[str] = ALL_LOG_TYPES,
         system_node_group: SystemNodeGroup | None = None,
@@ -120,6 +120,9 @@ class HyperPodEksCluster(Construct):
     ) -> None:
         # Validation first: bad props leave nothing in the tree.
         self._validate(version, endpoint_access, logging, addon_versions or {})
+        if existing is None and endpoint_access == "public_and_private" and not public_access_cidrs:
+            raise ConfigError.single(None, "HyperPodEksCluster.public_access_cidrs", MISSING,
+                                     "is required with a public endpoint: the CIDRs that may reach the Kubernetes API")
         if existing is not None:
             _validate_adoption(scope, existing, cluster_name=cluster_name, version=version,
                                system_node_group=system_node_group, overrides=addon_versions or {})

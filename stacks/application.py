@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,13 @@ def _pipeline_config(config_dir: Path | None, selected: Sequence[EnvironmentConf
     return config
 
 
+def print_warnings(configs: Iterable[EnvironmentConfig]) -> None:
+    """One ``warning:`` line per configuration warning, on stderr (synthesis goes on)."""
+    for config in configs:
+        for warning in config.warnings():
+            print(f"warning: {warning.render(config.source)}", file=sys.stderr)
+
+
 def synthesis_errors(assembly: cdk.cx_api.CloudAssembly) -> list[str]:
     """One line per error annotation of any stack in the assembly, nested stage assemblies included:
     ``<stage>/<stack> (<stack name>): <message>``. An assembly with any of them cannot deploy."""
@@ -102,8 +109,9 @@ def main(project_root: Path | None = None) -> int:
         # Run by the CDK CLI, the context (cdk.json flags + cdk.context.json) arrives in the environment; run
         # directly (python app.py), read the same files so the same feature flags apply.
         launched_by_cli = any(v in os.environ for v in ("CDK_CONTEXT_JSON", "CONTEXT_OVERFLOW_LOCATION"))
-        app, _ = build_app(environments=names, project_root=root,
-                           context=None if launched_by_cli else cdk_json_context(root))
+        app, stages = build_app(environments=names, project_root=root,
+                                context=None if launched_by_cli else cdk_json_context(root))
+        print_warnings(stage.config for stage in stages.values())
         assembly = app.synth()
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -127,6 +135,7 @@ def check(argv: Sequence[str] | None = None) -> int:
         names = selected_environments()
         selected = load_all(None, names)
         _pipeline_config(None, selected)
+        print_warnings(selected)
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

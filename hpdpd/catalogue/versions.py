@@ -44,9 +44,32 @@ def parse_addon_version(text: str) -> AddonVersion:
     return AddonVersion(int(major), int(minor), int(patch), int(build or 0))
 
 
-# HyperPod supports EKS 1.30-1.35 (SageMaker HyperPod EKS prerequisites page).
+# Which Kubernetes versions HyperPod supports: the "Kubernetes version support" list of the SageMaker HyperPod EKS
+# prerequisites page (sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites). Its copies disagree, so each copy
+# is recorded with what it lists (read 2026-12-01):
+EKS_VERSION_SOURCES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "docs.aws.amazon.com .../sagemaker-hyperpod-eks-prerequisites.html (English, stored copy)":
+        ("1.28", "1.29", "1.30", "1.31", "1.32"),
+    "docs.amazonaws.cn/en_us/.../sagemaker-hyperpod-eks-prerequisites.html (English, China Regions)":
+        ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33"),
+    "docs.amazonaws.cn/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.md (Chinese translation)":
+        ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34"),
+    "current prerequisites page (as recorded in the project's platform notes)":
+        ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35"),
+})
+# The versions the toolkit accepts: those with a kubectl layer (PyPI aws-cdk.lambda-layer-kubectl-v3x) that some copy
+# lists; 1.28 and 1.29 are out of EKS standard support.
 EKS_VERSIONS: tuple[str, ...] = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
-DEFAULT_EKS_VERSION = "1.35"
+
+
+def eks_version_sources(version: str) -> tuple[str, ...]:
+    """The copies of the prerequisites page that list ``version``."""
+    return tuple(source for source, listed in EKS_VERSION_SOURCES.items() if version in listed)
+
+
+# The safe default: the newest version that more than one copy documents (a cluster on a version HyperPod does not
+# support is rejected at deploy time). A newer accepted version is allowed with a warning (EksConfig.warnings).
+DEFAULT_EKS_VERSION = max((v for v in EKS_VERSIONS if len(eks_version_sources(v)) > 1), key=lambda v: int(v.split(".")[1]))
 
 # One kubectl/helm Lambda layer package per EKS minor (PyPI ``aws-cdk.lambda-layer-kubectl-v3x``).
 KUBECTL_LAYERS: Mapping[str, tuple[str, str]] = MappingProxyType(

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ModelWrapValidatorHandler, model_validator
 
-from hyperpod_dpd.catalogue.versions import CORE_ADDONS, DEFAULT_EKS_VERSION, EKS_VERSIONS
+from hyperpod_dpd.catalogue.versions import CORE_ADDONS, DEFAULT_EKS_VERSION, EKS_VERSIONS, eks_version_sources
 from hyperpod_dpd.config.base import (
     Cidr,
     IamPrincipalArn,
@@ -18,7 +18,7 @@ from hyperpod_dpd.config.base import (
 )
 from hyperpod_dpd.config.eks_existing import ExistingEksCluster
 from hyperpod_dpd.config.names import EksClusterName
-from hyperpod_dpd.errors import Issue
+from hyperpod_dpd.errors import MISSING, Issue
 
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
 ALL_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")
@@ -51,7 +51,8 @@ class EksConfig(Model):
         = DEFAULT_EKS_VERSION
     existing: ExistingEksCluster | None = None
     endpoint_access: Literal["public_and_private", "private"] = "public_and_private"
-    public_access_cidrs: tuple[Cidr, ...] = ("0.0.0.0/0",)
+    # Required with a public endpoint (no default: an API open to the internet is a decision, not an accident).
+    public_access_cidrs: tuple[Cidr, ...] = ()
     admin_principals: tuple[IamPrincipalArn, ...] = ()
     logging: tuple[LogType, ...] = ALL_LOG_TYPES
     system_node_group: SystemNodeGroup | None = None
@@ -83,9 +84,23 @@ class EksConfig(Model):
                                         {a.name: a.minimum for a in CORE_ADDONS}, kind="core", why="HyperPod needs")
         if self.existing is not None:
             yield from self._adoption_issues(root, path, self.existing)
-        elif self.endpoint_access == "private" and self.public_access_cidrs != ("0.0.0.0/0",):
+        elif self.endpoint_access == "private" and self.public_access_cidrs:
             yield Issue(join(path, "public_access_cidrs"), list(self.public_access_cidrs),
                         "applies only to endpoint_access 'public_and_private'")
+        elif self.endpoint_access == "public_and_private" and not self.public_access_cidrs:
+            yield Issue(join(path, "public_access_cidrs"), MISSING,
+                        "is required when endpoint_access is 'public_and_private': list the CIDRs that may reach the "
+                        "Kubernetes API (your office or VPN range), or set endpoint_access: private")
+
+    def warnings(self, path: str = "eks") -> list[Issue]:
+        """Valid, but worth a second look: a version only the newest copy of HyperPod's page documents."""
+        sources = eks_version_sources(self.version)
+        if self.version != DEFAULT_EKS_VERSION and len(sources) <= 1:
+            return [Issue(join(path, "version"), self.version,
+                          f"only one copy of the HyperPod EKS prerequisites page lists it ({', '.join(sources) or 'none'}); "
+                          f"HyperPod rejects an unsupported version at deploy time: the documented default is "
+                          f"{DEFAULT_EKS_VERSION!r}; check the current page before deploying")]
+        return []
 
     def _adoption_issues(self, root: Any, path: str, existing: ExistingEksCluster) -> Iterator[Issue]:
         where = join(path, "existing")

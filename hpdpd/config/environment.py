@@ -35,6 +35,7 @@ class EnvironmentConfig(Model):
 
     _name: str = PrivateAttr(default="")
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+    _source: str = PrivateAttr(default="")
 
     @property
     def name(self) -> str:
@@ -45,6 +46,15 @@ class EnvironmentConfig(Model):
         """A path from the config, relative to the project root (the parent of ``config/``)."""
         path = Path(relative)
         return path if path.is_absolute() else self._base_dir / path
+
+    def warnings(self) -> list[Issue]:
+        """Valid, but deserves a look before deploying (printed by ``make synth`` and ``app.py``)."""
+        return list(self.eks.warnings("eks"))  # endpoints warn when their charts render (k8s.endpoint)
+
+    @property
+    def source(self) -> str:
+        """The file the environment was read from, as error messages name it (its name when built in memory)."""
+        return self._source or self._name
 
     def issues(self, root: Any = None, path: str = "") -> Iterator[Issue]:
         if self.region not in HYPERPOD_REGIONS:

@@ -163,6 +163,7 @@ def parse_environment(data: Any, *, name: str, source: str, base_dir: Path) -> E
         raise ConfigError(source, issues_from_validation(exc, EnvironmentConfig)) from None
     env._name = name
     env._base_dir = base_dir
+    env._source = source
     problems = list(env.issues())
     if problems:
         raise ConfigError(source, problems)

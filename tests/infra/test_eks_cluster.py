@@ -124,11 +124,12 @@ def scratch() -> tuple[cdk.Stack, ec2.Vpc, ec2.SecurityGroup]:
     ({"addon_versions": {"vpc-cni": "v1.18.2-eksbuild.1"}}, r"addon_versions.vpc-cni: 'v1.18.2-eksbuild.1': is below the minimum HyperPod needs \(v1.18.3"),
     ({"logging": ["api", "everything"]}, r"HyperPodEksCluster.logging: \['everything'\]: allowed: api"),
     ({"endpoint_access": "public"}, r"endpoint_access: 'public': must be 'public_and_private' or 'private'"),
+    ({"public_access_cidrs": ()}, r"HyperPodEksCluster.public_access_cidrs: missing: is required with a public endpoint"),
 ])
 def test_bad_props_fail_before_any_resource_is_made(scratch, kwargs: dict[str, Any], message: str) -> None:
     stack, vpc, sg = scratch
     props: dict[str, Any] = {"vpc": vpc, "subnets": vpc.private_subnets, "cluster_name": "c", "version": "1.35",
-                             "security_group": sg, **kwargs}
+                             "security_group": sg, "public_access_cidrs": ["198.51.100.0/24"], **kwargs}
     with pytest.raises(ConfigError, match=message):
         HyperPodEksCluster(stack, "Eks", **props)
     assert stack.node.try_find_child("Eks") is None
@@ -143,7 +144,8 @@ def test_optional_system_node_group_is_small_labelled_and_after_the_addons(write
     vpc = ec2.Vpc(stack, "Vpc", availability_zones=["us-west-2a", "us-west-2b"], nat_gateways=1)
     # WHEN the cluster is built
     HyperPodEksCluster(stack, "Eks", vpc=vpc, subnets=vpc.private_subnets, cluster_name="c", version="1.35",
-                       security_group=ec2.SecurityGroup(stack, "Sg", vpc=vpc), system_node_group=env.eks.system_node_group)
+                       security_group=ec2.SecurityGroup(stack, "Sg", vpc=vpc), system_node_group=env.eks.system_node_group,
+                       public_access_cidrs=env.eks.public_access_cidrs)
     template = Template.from_stack(stack)
     # THEN one managed node group with the role label, sized as configured, created after the core add-ons
     template.has_resource_properties("AWS::EKS::Nodegroup", {

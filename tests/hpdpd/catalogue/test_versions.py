@@ -12,6 +12,7 @@ from hyperpod_dpd.catalogue.versions import (
     EKS_VERSIONS,
     KUBECTL_LAYERS,
     VPC_CNI_MINIMUM,
+    eks_version_sources,
     parse_addon_version,
 )
 
@@ -30,7 +31,23 @@ def test_malformed_addon_version_is_rejected_with_the_expected_form(bad: str) ->
 
 def test_hyperpod_eks_range_and_default() -> None:
     assert EKS_VERSIONS == ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
-    assert DEFAULT_EKS_VERSION == "1.35"
+    # THEN the default is the newest version that more than one copy of HyperPod's page documents
+    assert DEFAULT_EKS_VERSION == "1.34"
+    assert len(eks_version_sources("1.34")) == 2 and len(eks_version_sources("1.35")) == 1
+    # AND every accepted version is documented by at least one copy, with its source recorded
+    assert all(eks_version_sources(v) for v in EKS_VERSIONS)
+
+
+def test_a_version_only_the_newest_page_lists_warns_but_is_allowed(write_config) -> None:
+    from hyperpod_dpd.config import load_environment
+
+    # GIVEN dev on EKS 1.35 (one copy documents it) and on the default
+    newest = load_environment("dev", write_config(lambda d: d["eks"].__setitem__("version", "1.35")))
+    default = load_environment("dev", write_config(lambda d: d["eks"].__setitem__("version", "1.34")))
+    # THEN the first loads with one warning naming the field and the documented default, the second with none
+    (warning,) = newest.warnings()
+    assert warning.path == "eks.version" and "documented default is '1.34'" in warning.message
+    assert default.warnings() == []
 
 
 @pytest.mark.parametrize("version", EKS_VERSIONS)

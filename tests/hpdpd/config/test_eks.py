@@ -147,7 +147,7 @@ ERRORS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         "eks.existing.version: '1.29': must be one of 1.30, 1.31, 1.32, 1.33, 1.34, 1.35 (the versions HyperPod supports)"),
     "version of the adopted cluster unquoted": (
         _adopt(version=1.34),
-        "eks.existing.version: 1.34: must be a quoted string such as '1.35' (YAML reads 1.34 as a number)"),
+        "eks.existing.version: 1.34: must be a quoted string such as '1.34' (YAML reads 1.34 as a number)"),
     "adopted cluster without its OIDC provider": (
         lambda data: data.__setitem__("eks", {"existing": {k: v for k, v in EXISTING.items() if k != "oidc_provider_arn"}}),
         "eks.existing.oidc_provider_arn: missing: is required"),

@@ -37,7 +37,7 @@ def test_defaults_are_resolved_when_fields_are_omitted(write_config: Callable[..
         del _group(data, "prefill")["ebs_volume_gb"]
 
     env = load_environment("dev", write_config(strip))
-    assert env.eks.version == "1.35"
+    assert env.eks.version == "1.34"
     assert env.hyperpod.node_recovery == "Automatic"
     prefill = env.hyperpod.groups("prefill")[0]
     assert prefill.ebs_volume_gb == 500
