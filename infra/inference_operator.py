@@ -9,7 +9,6 @@ ordering constraint beyond the add-on referring to them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import aws_cdk as cdk
@@ -29,6 +28,7 @@ from hyperpod_dpd.catalogue.operator import (
     OBSERVABILITY_ADDON,
     OBSERVABILITY_NAMESPACE,
     OBSERVABILITY_SERVICE_ACCOUNT,
+    OBSERVABILITY_TAGS,
     OPERATOR_RELEASES,
     PREREQUISITE_ADDONS,
     TLS_BUCKET_PREFIX,
@@ -43,6 +43,7 @@ from hyperpod_dpd.infra.arns import arn
 from hyperpod_dpd.infra.buckets import secure_bucket
 from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster
 from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
+from hyperpod_dpd.infra.observability import ObservabilityDestination, ObservabilityOptions, addon_configuration
 
 # IRSA subjects (SageMaker HyperPod inference setup documentation): namespace:service-account of each controller.
 OPERATOR_SERVICE_ACCOUNT = f"system:serviceaccount:{INFERENCE_NAMESPACE}:hyperpod-inference-controller-manager"
@@ -50,13 +51,6 @@ ALB_SERVICE_ACCOUNT = f"system:serviceaccount:{INFERENCE_NAMESPACE}:aws-load-bal
 KEDA_SERVICE_ACCOUNT = f"system:serviceaccount:{INFERENCE_NAMESPACE}:keda-operator"
 GATED_MODEL_SERVICE_ACCOUNTS = "system:serviceaccount:*:hyperpod-inference-service-account*"
 CSI_SERVICE_ACCOUNTS = {p.name: f"system:serviceaccount:{p.service_account}" for p in PREREQUISITE_ADDONS if p.service_account}
-
-
-@dataclass(frozen=True, kw_only=True)
-class ObservabilityOptions:
-    """The HyperPod observability add-on (AMP/Grafana pipeline for the DPD dashboards), with its Pod Identity role."""
-
-    addon_version: str
 
 
 class InferenceOperator(Construct):
@@ -71,6 +65,9 @@ class InferenceOperator(Construct):
       ``SageMakerHyperPodInference``), ALB controller, KEDA, S3 CSI (read-only on the model buckets), FSx CSI.
     * The TLS certificate bucket ``hyperpod-tls-...``: encrypted, TLS-only, public access blocked, retained when the
       removal policy says so; optional model buckets, created or imported.
+    * With ``observability``: the observability add-on, configured to write to an Amazon Managed Prometheus workspace
+      (created or existing, :class:`~hyperpod_dpd.infra.observability.ObservabilityDestination`, optionally with
+      Grafana), and its collector's Pod Identity role, which may remote-write to that workspace only.
 
     ``require_dpd`` (set when the environment declares DPD endpoints) refuses operators older than 3.2.
     The primary child ``Resource`` is the inference ``CfnAddon``.
@@ -98,6 +95,9 @@ class InferenceOperator(Construct):
         region = cdk.Stack.of(scope).region
         versions = self._resolve_versions(operator_version, addon_version, prerequisite_versions or {}, require_dpd)
         self._validate_names(execution_role_name, tls_bucket_name, model_buckets, region)
+        if observability is not None:
+            ObservabilityDestination.check(scope, prometheus_workspace_arn=observability.prometheus_workspace_arn,
+                                           grafana=observability.grafana)
         super().__init__(scope, id)
         self.addon_version, self.prerequisite_versions = versions
         self.release = OPERATOR_RELEASES[operator_version]
@@ -124,8 +124,10 @@ class InferenceOperator(Construct):
             "S3CsiRole", CSI_SERVICE_ACCOUNTS["aws-mountpoint-s3-csi-driver"],
             policies.s3_model_reader([b.bucket_arn for b in self.model_buckets]), "Mountpoint for S3 CSI driver: model buckets, read-only",
             exact=True)
-        self.fsx_csi_role = self._irsa_role("FsxCsiRole", CSI_SERVICE_ACCOUNTS["aws-fsx-csi-driver"],
-                                            policies.fsx_csi_controller(self), "FSx for Lustre CSI controller", exact=True)
+        self.fsx_csi_role = self._irsa_role(
+            "FsxCsiRole", CSI_SERVICE_ACCOUNTS["aws-fsx-csi-driver"],
+            policies.fsx_csi_controller(self, [b.bucket_arn for b in self.model_buckets]), "FSx for Lustre CSI controller",
+            exact=True)
         self.gated_model_role: iam.Role | None = None
         if gated_model_access:
             self.gated_model_role = iam.Role(
@@ -161,8 +163,9 @@ class InferenceOperator(Construct):
             self.resource.add_resource_dependency(resource)
 
         self.observability_addon: eks.CfnAddon | None = None
+        self.observability_destination: ObservabilityDestination | None = None
         if observability is not None:
-            self._observability(eks_cluster, hyperpod_cluster, observability)
+            self._observability(eks_cluster, hyperpod_cluster, observability, removal_policy)
 
     # -- validation ------------------------------------------------------------------------------------------------
 
@@ -279,33 +282,38 @@ class InferenceOperator(Construct):
         return values
 
     def _observability(self, eks_cluster: HyperPodEksCluster, hyperpod_cluster: HyperPodCluster,
-                       options: ObservabilityOptions) -> None:
-        """Pod Identity (not IRSA) for the collector, through a standalone association as AWS recommends."""
+                       options: ObservabilityOptions, removal_policy: cdk.RemovalPolicy) -> None:
+        """The metrics' destination (infra/observability.py), the add-on configured to write there, and Pod Identity
+        (not IRSA) for its collector, through a standalone association as AWS recommends."""
         cluster = eks_cluster.cluster
         stack = cdk.Stack.of(self)
+        destination = ObservabilityDestination(
+            self, "ObservabilityDestination", name=cluster.cluster_name,
+            prometheus_workspace_arn=options.prometheus_workspace_arn, grafana=options.grafana,
+            removal_policy=removal_policy)
+        self.observability_destination = destination
         role = iam.Role(
             self, "ObservabilityRole",
             assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com", conditions={
                 "StringEquals": {"aws:SourceAccount": stack.account},
-                "ArnEquals": {"aws:SourceArn": cluster.cluster_arn}}).with_session_tags(),
+                "ArnEquals": {"aws:SourceArn": eks_cluster.cluster_arn}}).with_session_tags(),
             description="HyperPod observability collector: remote-writes DPD metrics to Amazon Managed Prometheus")
-        statements = [
-            iam.PolicyStatement(sid="RemoteWriteMetrics", actions=["aps:RemoteWrite"], resources=[arn(self, "aps", "workspace/*")]),
-            iam.PolicyStatement(sid="WriteClusterLogs", actions=[
-                "logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                resources=[arn(self, "logs", "log-group:/aws/sagemaker/Clusters/*"),
-                           arn(self, "logs", "log-group:/aws/sagemaker/Clusters/*:log-stream:*")]),
-        ]
+        statements = policies.observability_collector(self, destination.workspace_arn)
         policy = iam.Policy(self, "ObservabilityPolicy", statements=statements)
         policy.attach_to_role(role)
         nag.acknowledge_wildcards(policy, statements, policies.WILDCARD_REASONS)
         self.observability_role = role
         self.observability_addon = eks.CfnAddon(
             self, "ObservabilityAddon", cluster_name=cluster.cluster_name, addon_name=OBSERVABILITY_ADDON,
-            addon_version=options.addon_version, resolve_conflicts="OVERWRITE")
+            addon_version=options.addon_version, resolve_conflicts="OVERWRITE",
+            configuration_values=stack.to_json_string(addon_configuration(destination, logging=options.logging)),
+            tags=[cdk.CfnTag(key=k, value=v) for k, v in OBSERVABILITY_TAGS.items()])
         self.observability_addon.add_resource_dependency(hyperpod_cluster.resource)
-        self.observability_addon.add_resource_dependency(eks_cluster.addons["eks-pod-identity-agent"])
         association = eks.CfnPodIdentityAssociation(
             self, "ObservabilityPodIdentity", cluster_name=cluster.cluster_name, namespace=OBSERVABILITY_NAMESPACE,
             service_account=OBSERVABILITY_SERVICE_ACCOUNT, role_arn=role.role_arn)
-        association.add_resource_dependency(eks_cluster.addons["eks-pod-identity-agent"])
+        # An adopted cluster that keeps its own pod identity agent has none here (docs/adopting.md: a prerequisite).
+        agent = eks_cluster.addons.get("eks-pod-identity-agent")
+        if agent is not None:
+            self.observability_addon.add_resource_dependency(agent)
+            association.add_resource_dependency(agent)

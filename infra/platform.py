@@ -28,6 +28,7 @@ from hyperpod_dpd.infra.buckets import access_logs_bucket
 from hyperpod_dpd.infra.efa_network import EfaNetwork
 from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster
 from hyperpod_dpd.infra.feature_flags import FEATURE_FLAGS
+from hyperpod_dpd.infra.guardrails.stateful import retain_stateful_resources
 from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
 from hyperpod_dpd.infra.hyperpod_dependencies import HyperPodDependencies
 from hyperpod_dpd.infra.inference_operator import InferenceOperator, ObservabilityOptions
@@ -94,6 +95,7 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
         system_node_group=eks_cfg.system_node_group,
         addon_versions=eks_cfg.addon_versions,  # overrides; the construct pins the rest from the catalogue
         removal_policy=policy,
+        existing=eks_cfg.existing,  # adopt that cluster instead of creating one
     )
     chart = hp_cfg.dependencies_chart
     dependencies = HyperPodDependencies(
@@ -135,7 +137,10 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
         tls_bucket_name=operator.tls_bucket(config.account, config.region),
         model_buckets=config.model_buckets,
         gated_model_access=operator.gated_model_access,
-        observability=ObservabilityOptions(addon_version=operator.observability.addon_version)
+        observability=ObservabilityOptions(
+            addon_version=operator.observability.addon_version,
+            prometheus_workspace_arn=operator.observability.prometheus_workspace_arn,
+            grafana=operator.observability.grafana, logging=operator.observability.logging)
         if operator.observability.enabled else None,
         require_dpd=bool(config.endpoints),
         removal_policy=policy,
@@ -186,6 +191,7 @@ class HyperPodDpdPlatform(Construct):
         for flag, value in FEATURE_FLAGS.items():  # before the first child: the whole subtree sees them
             self.node.set_context(flag, value)
         self.config = config
+        retain_stateful_resources(self, removal_policy(config))  # retain: every stateful resource, HyperPod included
         self.network = EfaNetwork(
             self, "Network",
             gpu_availability_zone=config.network.gpu_availability_zone,

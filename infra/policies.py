@@ -14,14 +14,29 @@ from constructs import IConstruct
 
 from hyperpod_dpd.infra.arns import arn, iam_arn
 
-_ELB_CLUSTER_TAGS = ("elbv2.k8s.aws/cluster", "ingress.k8s.aws/cluster", "service.k8s.aws/cluster")
+_CLUSTER_TAG = "elbv2.k8s.aws/cluster"  # what the controller stamps on everything it creates
 
 
 def load_balancer_controller(scope: IConstruct) -> list[iam.PolicyStatement]:
     """The AWS Load Balancer Controller bundled in the inference add-on: it manages ALBs/NLBs and their security
-    groups, and may touch only what it tagged as its own (``elbv2.k8s.aws/cluster``)."""
+    groups, and may touch only what it tagged as its own (``elbv2.k8s.aws/cluster``).
+
+    Statement for statement AWS's policy for this controller (aws/sagemaker-hyperpod-cluster-setup @ a9933ba,
+    ``eks/cloudformation/inference-addon-iam-roles-template.yaml``, ``AlbControllerPolicy``; the controller's own
+    ``iam_policy.json`` has the same statements), with ``*`` resources narrowed to the resource types each action
+    authorizes on, in this account and Region. The tag conditions are AWS's: the cluster tag is required when
+    creating, may be stamped only by the creating call, and may not be added to or removed from an existing resource.
+    """
     elb = lambda resource: arn(scope, "elasticloadbalancing", resource)  # noqa: E731
-    own = {"Null": {"aws:ResourceTag/elbv2.k8s.aws/cluster": "false"}}
+    ec2 = lambda resource: arn(scope, "ec2", resource)  # noqa: E731
+    own = {"Null": {f"aws:ResourceTag/{_CLUSTER_TAG}": "false"}}
+    creating_own = {"Null": {f"aws:RequestTag/{_CLUSTER_TAG}": "false"}}
+    # tags other than the cluster tag, on resources that carry it (AWS: "Null": RequestTag true, ResourceTag false)
+    retag_own = {"Null": {f"aws:RequestTag/{_CLUSTER_TAG}": "true", f"aws:ResourceTag/{_CLUSTER_TAG}": "false"}}
+    balancers = [elb("loadbalancer/app/*/*"), elb("loadbalancer/net/*/*")]
+    target_groups = [elb("targetgroup/*/*")]
+    listeners = [elb("listener/app/*/*/*"), elb("listener/net/*/*/*")]
+    rules = [elb("listener-rule/app/*/*/*"), elb("listener-rule/net/*/*/*")]
     return [
         iam.PolicyStatement(sid="Discover", actions=[
             "ec2:DescribeAccountAttributes", "ec2:DescribeAddresses", "ec2:DescribeAvailabilityZones",
@@ -43,51 +58,70 @@ def load_balancer_controller(scope: IConstruct) -> list[iam.PolicyStatement]:
         iam.PolicyStatement(sid="ElbServiceLinkedRole", actions=["iam:CreateServiceLinkedRole"],
                             resources=[iam_arn(scope, "role/aws-service-role/elasticloadbalancing.amazonaws.com/*")],
                             conditions={"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}),
+        # WAF and Shield Advanced on the controller's ALBs, when an Ingress asks for them by annotation
+        iam.PolicyStatement(sid="AssociateFirewalls", actions=[
+            "wafv2:AssociateWebACL", "wafv2:DisassociateWebACL",
+            "waf-regional:AssociateWebACL", "waf-regional:DisassociateWebACL"],
+            resources=[arn(scope, "wafv2", "regional/webacl/*/*"), arn(scope, "waf-regional", "webacl/*"),
+                       elb("loadbalancer/app/*/*")]),
+        iam.PolicyStatement(sid="ShieldProtections", actions=["shield:CreateProtection", "shield:DeleteProtection"],
+                            resources=[arn(scope, "shield", "protection/*", region="")]),
         iam.PolicyStatement(sid="CreateOwnSecurityGroups", actions=["ec2:CreateSecurityGroup"],
-                            resources=[arn(scope, "ec2", "security-group/*"), arn(scope, "ec2", "vpc/*")]),
+                            resources=[ec2("security-group/*"), ec2("vpc/*")]),
         iam.PolicyStatement(sid="TagOwnNewSecurityGroups", actions=["ec2:CreateTags"],
-                            resources=[arn(scope, "ec2", "security-group/*")],
-                            conditions={"StringEquals": {"ec2:CreateAction": "CreateSecurityGroup"},
-                                        "Null": {"aws:RequestTag/elbv2.k8s.aws/cluster": "false"}}),
+                            resources=[ec2("security-group/*")],
+                            conditions={"StringEquals": {"ec2:CreateAction": "CreateSecurityGroup"}, **creating_own}),
+        iam.PolicyStatement(sid="RetagOwnSecurityGroups", actions=["ec2:CreateTags", "ec2:DeleteTags"],
+                            resources=[ec2("security-group/*")], conditions=retag_own),
         iam.PolicyStatement(sid="ManageOwnSecurityGroups", actions=[
-            "ec2:CreateTags", "ec2:DeleteTags", "ec2:AuthorizeSecurityGroupIngress",
-            "ec2:RevokeSecurityGroupIngress", "ec2:DeleteSecurityGroup"],
-            resources=[arn(scope, "ec2", "security-group/*")], conditions=own),
+            "ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress", "ec2:DeleteSecurityGroup"],
+            resources=[ec2("security-group/*")], conditions=own),
         iam.PolicyStatement(sid="OpenNodeSecurityGroupsToLoadBalancers", actions=[
             "ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress"],
-            resources=[arn(scope, "ec2", "security-group/*")]),
+            resources=[ec2("security-group/*")]),
         iam.PolicyStatement(sid="CreateTaggedLoadBalancers", actions=[
             "elasticloadbalancing:CreateLoadBalancer", "elasticloadbalancing:CreateTargetGroup"],
-            resources=[elb("loadbalancer/*"), elb("targetgroup/*/*")],
-            conditions={"Null": {"aws:RequestTag/elbv2.k8s.aws/cluster": "false"}}),
+            resources=[*balancers, *target_groups], conditions=creating_own),
         iam.PolicyStatement(sid="ManageListenersAndRules", actions=[
             "elasticloadbalancing:CreateListener", "elasticloadbalancing:DeleteListener",
-            "elasticloadbalancing:CreateRule", "elasticloadbalancing:DeleteRule",
-            "elasticloadbalancing:ModifyListener", "elasticloadbalancing:ModifyListenerAttributes",
-            "elasticloadbalancing:AddListenerCertificates", "elasticloadbalancing:RemoveListenerCertificates",
-            "elasticloadbalancing:ModifyRule", "elasticloadbalancing:SetWebAcl"],
-            resources=[elb("loadbalancer/*"), elb("listener/*"), elb("listener-rule/*")]),
-        iam.PolicyStatement(sid="TagOwnLoadBalancers", actions=[
+            "elasticloadbalancing:CreateRule", "elasticloadbalancing:DeleteRule"],
+            resources=[*balancers, *listeners, *rules]),
+        iam.PolicyStatement(sid="RetagOwnLoadBalancers", actions=[
             "elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags"],
-            resources=[elb("targetgroup/*/*"), elb("loadbalancer/*"), elb("listener/*"), elb("listener-rule/*")],
-            conditions={"StringEquals": {"elasticloadbalancing:CreateAction": ["CreateTargetGroup", "CreateLoadBalancer"]},
-                        "Null": {"aws:RequestTag/elbv2.k8s.aws/cluster": "false"}}),
+            resources=[*target_groups, *balancers], conditions=retag_own),
+        # The controller tags the listeners and rules it creates; AWS's policy puts no condition here.
+        iam.PolicyStatement(sid="TagListenersAndRules", actions=[
+            "elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags"],
+            resources=[*listeners, *rules]),
         iam.PolicyStatement(sid="ManageOwnLoadBalancers", actions=[
             "elasticloadbalancing:ModifyLoadBalancerAttributes", "elasticloadbalancing:SetIpAddressType",
             "elasticloadbalancing:SetSecurityGroups", "elasticloadbalancing:SetSubnets",
             "elasticloadbalancing:DeleteLoadBalancer", "elasticloadbalancing:ModifyTargetGroup",
             "elasticloadbalancing:ModifyTargetGroupAttributes", "elasticloadbalancing:DeleteTargetGroup",
-            "elasticloadbalancing:AddTags", "elasticloadbalancing:RemoveTags",
-            "elasticloadbalancing:ModifyCapacityReservation", "elasticloadbalancing:ModifyIpPools"],
-            resources=[elb("loadbalancer/*"), elb("targetgroup/*/*")], conditions=own),
+            "elasticloadbalancing:ModifyListenerAttributes", "elasticloadbalancing:ModifyCapacityReservation",
+            "elasticloadbalancing:ModifyIpPools"],
+            resources=[*balancers, *target_groups, *listeners], conditions=own),
+        iam.PolicyStatement(sid="TagOwnNewLoadBalancers", actions=["elasticloadbalancing:AddTags"],
+                            resources=[*target_groups, *balancers],
+                            conditions={"StringEquals": {"elasticloadbalancing:CreateAction": [
+                                "CreateTargetGroup", "CreateLoadBalancer"]}, **creating_own}),
         iam.PolicyStatement(sid="RegisterTargets", actions=[
             "elasticloadbalancing:RegisterTargets", "elasticloadbalancing:DeregisterTargets"],
-            resources=[elb("targetgroup/*/*")]),
+            resources=target_groups),
+        iam.PolicyStatement(sid="ConfigureListenersAndRules", actions=[
+            "elasticloadbalancing:SetWebAcl", "elasticloadbalancing:ModifyListener",
+            "elasticloadbalancing:AddListenerCertificates", "elasticloadbalancing:RemoveListenerCertificates",
+            "elasticloadbalancing:ModifyRule", "elasticloadbalancing:SetRulePriorities"],
+            resources=[*balancers, *listeners, *rules]),
     ]
 
 
 def keda_operator(scope: IConstruct) -> list[iam.PolicyStatement]:
-    """KEDA reads the CloudWatch and Amazon Managed Prometheus metrics that drive per-role autoscaling."""
+    """KEDA reads the CloudWatch and Amazon Managed Prometheus metrics that drive per-role autoscaling.
+
+    AWS's ``KedaPolicy`` (inference-addon-iam-roles-template.yaml @ a9933ba) grants the same actions on ``*``; the
+    Prometheus queries here are limited to workspaces of this account and Region.
+    """
     return [
         iam.PolicyStatement(sid="ReadCloudWatchMetrics", actions=[
             "cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics", "cloudwatch:ListMetrics"], resources=["*"]),
@@ -98,7 +132,12 @@ def keda_operator(scope: IConstruct) -> list[iam.PolicyStatement]:
 
 
 def s3_model_reader(bucket_arns: Sequence[str]) -> list[iam.PolicyStatement]:
-    """Mountpoint for S3 mounts model weights read-only, so the CSI role may list and read the model buckets only."""
+    """Mountpoint for S3 mounts model weights read-only, so the CSI role may list and read the model buckets only.
+
+    AWS's ``S3MountpointPolicy`` (inference-addon-iam-roles-template.yaml @ a9933ba) allows ``s3:ListBucket`` on
+    every bucket and ``GetObject``/``PutObject``/``AbortMultipartUpload``/``DeleteObject`` on every object; the
+    toolkit mounts model buckets read-only, so it keeps the read half on the model buckets.
+    """
     if not bucket_arns:
         return []
     return [
@@ -107,9 +146,14 @@ def s3_model_reader(bucket_arns: Sequence[str]) -> list[iam.PolicyStatement]:
     ]
 
 
-def fsx_csi_controller(scope: IConstruct) -> list[iam.PolicyStatement]:
-    """The FSx for Lustre CSI controller: mount existing file systems and manage the ones it provisions."""
-    return [
+def fsx_csi_controller(scope: IConstruct, bucket_arns: Sequence[str] = ()) -> list[iam.PolicyStatement]:
+    """The FSx for Lustre CSI controller: mount existing file systems and manage the ones it provisions.
+
+    AWS's template attaches ``AmazonFSxFullAccess``; the driver's own minimal policy (kubernetes-sigs/aws-fsx-csi-driver
+    ``docs/install.md``) is what this follows: the FSx and S3-data-repository service-linked roles, ``s3:ListBucket``
+    (for file systems linked to a bucket, here the model buckets) and the FSx calls, scoped to this account and Region.
+    """
+    statements = [
         iam.PolicyStatement(sid="DescribeFileSystems", actions=["fsx:DescribeFileSystems"], resources=["*"]),
         iam.PolicyStatement(sid="ManageFileSystems", actions=[
             "fsx:CreateFileSystem", "fsx:DeleteFileSystem", "fsx:UpdateFileSystem", "fsx:TagResource"],
@@ -117,8 +161,57 @@ def fsx_csi_controller(scope: IConstruct) -> list[iam.PolicyStatement]:
         iam.PolicyStatement(sid="FsxServiceLinkedRole", actions=["iam:CreateServiceLinkedRole"],
                             resources=[iam_arn(scope, "role/aws-service-role/fsx.amazonaws.com/*")],
                             conditions={"StringEquals": {"iam:AWSServiceName": "fsx.amazonaws.com"}}),
+        iam.PolicyStatement(sid="FsxS3DataRepositoryRole", actions=[
+            "iam:CreateServiceLinkedRole", "iam:AttachRolePolicy", "iam:PutRolePolicy"],
+            resources=[iam_arn(scope, "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*")]),
+    ]
+    if bucket_arns:
+        statements.append(iam.PolicyStatement(sid="ListLinkedBuckets", actions=["s3:ListBucket"],
+                                              resources=list(bucket_arns)))
+    return statements
+
+
+# CloudWatch Logs of the observability collector (AWS's HyperPodObservabilityAddonRole, CloudwatchLogsAccess):
+# HyperPod's log groups only.
+OBSERVABILITY_LOG_ACTIONS = (
+    "logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogGroups", "logs:DescribeLogStreams",
+    "logs:PutLogEvents", "logs:GetLogEvents", "logs:FilterLogEvents", "logs:GetLogRecord", "logs:StartQuery",
+    "logs:StopQuery", "logs:GetQueryResults")
+
+
+def observability_collector(scope: IConstruct, workspace_arn: str) -> list[iam.PolicyStatement]:
+    """The observability add-on's OpenTelemetry collector: remote-write to one Prometheus workspace, HyperPod logs.
+
+    As AWS's ``HyperPodObservabilityAddonRole`` (aws/sagemaker-hyperpod-cluster-setup @ 14144a4,
+    ``eks/cloudformation/observability-template.yaml``): ``aps:RemoteWrite`` on the workspace and the CloudWatch Logs
+    actions on ``/aws/sagemaker/Clusters/*``.
+    """
+    return [
+        iam.PolicyStatement(sid="RemoteWriteMetrics", actions=["aps:RemoteWrite"], resources=[workspace_arn]),
+        iam.PolicyStatement(sid="WriteClusterLogs", actions=list(OBSERVABILITY_LOG_ACTIONS),
+                            resources=[arn(scope, "logs", "log-group:/aws/sagemaker/Clusters/*"),
+                                       arn(scope, "logs", "log-group:/aws/sagemaker/Clusters/*:log-stream:*")]),
     ]
 
+
+def grafana_reader(workspace_arn: str) -> list[iam.PolicyStatement]:
+    """The Amazon Managed Grafana workspace's data-source role: read the one Prometheus workspace.
+
+    AWS's ``GrafanaWorkspaceRole`` (observability-template.yaml @ 14144a4) reads every workspace
+    (``AllowListWorkspacesFromPrometheus``, ``AllowReadingMetricsFromPrometheus``, ``AllowReadingAlertsFromPrometheus``);
+    this one reads the workspace the collector writes to. Its CloudWatch, Logs, EC2 and tag reads serve other data
+    sources and are left out.
+    """
+    return [
+        iam.PolicyStatement(sid="ListPrometheusWorkspaces", actions=["aps:ListWorkspaces"], resources=["*"]),
+        iam.PolicyStatement(sid="QueryPrometheus", actions=[
+            "aps:DescribeWorkspace", "aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries", "aps:GetMetricMetadata"],
+            resources=[workspace_arn]),
+        iam.PolicyStatement(sid="ReadPrometheusAlerts", actions=[
+            "aps:ListRules", "aps:ListAlertManagerSilences", "aps:ListAlertManagerAlerts", "aps:GetAlertManagerStatus",
+            "aps:ListAlertManagerAlertGroups", "aps:PutAlertManagerSilences", "aps:DeleteAlertManagerSilence"],
+            resources=[workspace_arn]),
+    ]
 
 
 # Why each statement above needs a wildcard (action or resource), by statement id. ``InferenceOperator`` uses
@@ -126,24 +219,33 @@ def fsx_csi_controller(scope: IConstruct) -> list[iam.PolicyStatement]:
 WILDCARD_REASONS: dict[str, str] = {
     "Discover": "Describe/List/Get calls of EC2, ELB, ACM, WAF and Shield support no resource-level permissions",
     "ElbServiceLinkedRole": "The ELB service-linked role name is fixed by AWS but its path segment is a wildcard",
+    "AssociateFirewalls": "The web ACL is named per Ingress annotation and the ALB id is generated; scoped to this "
+                          "account and Region",
+    "ShieldProtections": "Shield protections get ids at creation; scoped to this account",
     "CreateOwnSecurityGroups": "The controller creates load-balancer security groups whose ids are not known in advance",
     "TagOwnNewSecurityGroups": "Tags only security groups being created with the controller's cluster tag",
+    "RetagOwnSecurityGroups": "Limited by condition to security groups carrying the cluster tag, which it may not change",
     "ManageOwnSecurityGroups": "Limited by condition to security groups carrying the controller's cluster tag",
     "OpenNodeSecurityGroupsToLoadBalancers": "The controller opens node security groups to its load balancers; "
                                              "their ids are not known in advance",
     "CreateTaggedLoadBalancers": "Limited by condition to load balancers and target groups created with the cluster tag",
     "ManageListenersAndRules": "Listener and rule ARNs embed ids generated when the controller creates them",
-    "TagOwnLoadBalancers": "Limited by condition to resources being created with the controller's cluster tag",
-    "ManageOwnLoadBalancers": "Limited by condition to load balancers and target groups carrying the cluster tag",
+    "RetagOwnLoadBalancers": "Limited by condition to load balancers and target groups carrying the cluster tag, which "
+                             "it may not change",
+    "TagListenersAndRules": "The controller tags the listeners and rules it creates; their ARNs embed generated ids",
+    "ManageOwnLoadBalancers": "Limited by condition to load balancers, target groups and listeners carrying the cluster tag",
+    "TagOwnNewLoadBalancers": "Limited by condition to load balancers and target groups being created with the cluster tag",
     "RegisterTargets": "Target group ARNs embed ids generated when the controller creates them",
+    "ConfigureListenersAndRules": "Listener and rule ARNs embed ids generated when the controller creates them",
     "ReadCloudWatchMetrics": "CloudWatch metric reads support no resource-level permissions",
     "QueryPrometheus": "The Prometheus workspace of a trigger is named per endpoint, in this account and Region",
     "ReadModelObjects": "Model weights are many objects under prefixes of the model buckets",
     "DescribeFileSystems": "fsx:DescribeFileSystems supports no resource-level permissions",
     "ManageFileSystems": "File systems the CSI driver provisions get ids at creation; scoped to this account and Region",
     "FsxServiceLinkedRole": "The FSx service-linked role name is fixed by AWS but its path segment is a wildcard",
+    "FsxS3DataRepositoryRole": "The service-linked role of an S3-linked file system is named per file system",
     "ReadWriteTlsCertificates": "The operator writes one certificate object per endpoint into the TLS bucket",
     "ReadCustomCertificates": "Custom endpoint certificates are chosen per endpoint (tlsConfig.customCertificateConfig)",
-    "RemoteWriteMetrics": "The observability add-on writes to the account's Amazon Managed Prometheus workspace",
     "WriteClusterLogs": "HyperPod log groups are created per cluster under /aws/sagemaker/Clusters/",
+    "ListPrometheusWorkspaces": "aps:ListWorkspaces supports no resource-level permissions",
 }

@@ -9,6 +9,7 @@ import cdk8s
 from cdk8s_plus_35 import k8s
 from constructs import Construct
 
+from hyperpod_dpd.catalogue.operator import DEFAULT_OPERATOR
 from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.config.environment import EnvironmentConfig
 from hyperpod_dpd.errors import ConfigError
@@ -46,7 +47,8 @@ class EndpointChart(ValidatedChart):
     ``hyperpod-inference-system`` need that namespace.
     """
 
-    def __init__(self, scope: Construct, id: str, *, endpoint: EndpointConfig, kubernetes_version: str) -> None:
+    def __init__(self, scope: Construct, id: str, *, endpoint: EndpointConfig, kubernetes_version: str,
+                 operator_version: str = DEFAULT_OPERATOR) -> None:
         super().__init__(scope, id, kubernetes_version=kubernetes_version, namespace=endpoint.namespace,
                          labels={defaults.MANAGED_BY_LABEL: defaults.MANAGED_BY,
                                  defaults.ENDPOINT_LABEL: endpoint.name})
@@ -55,7 +57,7 @@ class EndpointChart(ValidatedChart):
             # One DPD endpoint per namespace (see EndpointConfig), so the chart owns its namespace.
             self.namespace_object = k8s.KubeNamespace(self, "Namespace", metadata=k8s.ObjectMeta(name=endpoint.namespace))
             self.namespace_object.add_json_patch(cdk8s.JsonPatch.remove("/metadata/namespace"))  # cluster-scoped
-        self.endpoint = DisaggregatedEndpoint(self, "Endpoint", endpoint=endpoint)
+        self.endpoint = DisaggregatedEndpoint(self, "Endpoint", endpoint=endpoint, operator_version=operator_version)
         self.router = EndpointRouter(self, "Router", endpoint=endpoint)
 
 
@@ -63,8 +65,10 @@ def add_environment_charts(app: cdk8s.App, config: EnvironmentConfig, *,
                            extra_endpoints: Sequence[EndpointConfig] = ()) -> list[EndpointChart]:
     """Add one :class:`EndpointChart` per endpoint of ``config`` (plus ``extra_endpoints`` declared in Python).
 
-    Endpoints are pinned to the environment's GPU AZ and validated against the Kubernetes version of its EKS
-    cluster. Python-declared endpoints get the same cross-checks as the config file's (instance groups, AZ, names).
+    Endpoints are pinned to the environment's GPU AZ, tolerate the taints of their instance groups (unless they list
+    tolerations), render for the environment's operator release and are validated against the Kubernetes version of
+    its EKS cluster. Python-declared endpoints get the same cross-checks as the config file's (instance groups, AZ,
+    names, operator release).
     """
     endpoints = (*config.endpoints, *extra_endpoints)
     if extra_endpoints:
@@ -72,6 +76,6 @@ def add_environment_charts(app: cdk8s.App, config: EnvironmentConfig, *,
         problems = [p for i, e in enumerate(endpoints) for p in e.issues(merged, f"endpoints[{i}]")]
         if problems:
             raise ConfigError(f"environment {config.name}", problems)
-    zone = config.network.gpu_availability_zone
-    return [EndpointChart(app, e.name, endpoint=e.in_zone(zone), kubernetes_version=config.eks.version)
+    return [EndpointChart(app, e.name, endpoint=e.for_environment(config), kubernetes_version=config.eks.version,
+                          operator_version=config.operator.version)
             for e in endpoints]

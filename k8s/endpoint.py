@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import cdk8s
 from constructs import Construct
 
+from hyperpod_dpd.catalogue.operator import DEFAULT_OPERATOR, OPERATOR_RELEASES
+from hyperpod_dpd.config.endpoint_checks import operator_issues
+from hyperpod_dpd.config.endpoint_pods import iec_extensions
 from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig, managed_flag_issues
-from hyperpod_dpd.errors import ConfigError, ConfigWarning
+from hyperpod_dpd.errors import ConfigError, ConfigWarning, Issue
 from hyperpod_dpd.k8s import defaults
+from hyperpod_dpd.k8s.extensions import apply_extensions
 from hyperpod_dpd.k8s.imports.com.amazon.aws.sagemaker import inference as iec
 
 ArgsTarget = Literal["worker", "prefill", "decode"]
@@ -22,18 +26,21 @@ class _InferenceEndpointConfig(iec.InferenceEndpointConfig):
 
     cdk8s-plus passes ``spec=Lazy.any(...)`` to its L1; from Python both the generated constructor and the jsii kernel
     check the spec's type eagerly and reject a ``Lazy``, so the spec is produced by overriding ``to_json`` instead.
-    JSON patches on this object therefore reach ``apiVersion``, ``kind`` and ``metadata`` only.
+    JSON patches on this object therefore reach ``apiVersion``, ``kind`` and ``metadata`` only; the fields of later
+    operators (``extensions``: dotted path -> value) are patched in after the spec (:mod:`hyperpod_dpd.k8s.extensions`).
     """
 
     def __init__(self, scope: Construct, id: str, *, metadata: cdk8s.ApiObjectMetadata,
-                 render: Callable[[], iec.InferenceEndpointConfigSpec]) -> None:
+                 render: Callable[[], iec.InferenceEndpointConfigSpec],
+                 extensions: Callable[[], Mapping[str, Any]]) -> None:
         super().__init__(scope, id, metadata=metadata)
         self._render = render
+        self._extensions = extensions
 
     def to_json(self) -> Any:
         manifest = super().to_json()
         manifest["spec"] = iec.InferenceEndpointConfig.manifest(spec=self._render())["spec"]
-        return manifest
+        return apply_extensions(manifest, self._extensions())
 
 
 class DisaggregatedEndpoint(Construct):
@@ -48,20 +55,30 @@ class DisaggregatedEndpoint(Construct):
     * the three DPD environment variables, GPU (and CPU/memory) requests per role, per-role node selectors onto the
       HyperPod prefill and decode groups, same-AZ topology, ``/health`` load-balancer checks and the worker block;
     * the IEC name ``<name>-<generation>``: the generation hashes the fields the operator cannot change in place, so
-      changing one renders a new IEC (see README, "Changing immutable fields").
+      changing one renders a new IEC (see README, "Changing immutable fields");
+    * fields of later operators (tolerations, ``lmcache.mode``, pod template annotations), refused when
+      ``operator_version`` predates them. Tolerations derived from the instance groups' taints come from
+      :meth:`EndpointConfig.for_environment`; an endpoint built in Python renders only the tolerations it lists.
 
     The primary child ``Resource`` is the generated L1; its spec is produced at synthesis, so ``add_args`` after
     construction still lands in the manifest.
     """
 
-    def __init__(self, scope: Construct, id: str, *, endpoint: EndpointConfig) -> None:
-        problems = list(endpoint.issues(None, ""))
+    def __init__(self, scope: Construct, id: str, *, endpoint: EndpointConfig,
+                 operator_version: str = DEFAULT_OPERATOR) -> None:
+        if operator_version not in OPERATOR_RELEASES:
+            problems = [Issue("operator_version", operator_version,
+                              f"must be a known operator release: {', '.join(OPERATOR_RELEASES)}")]
+        else:
+            problems = [*endpoint.issues(None, ""),
+                        *operator_issues(endpoint, operator_version, "", setting="operator_version")]
         if problems:
             raise ConfigError(f"endpoint {endpoint.name}", problems)
         super().__init__(scope, id)
         for warning in endpoint.warnings():
             warnings.warn(warning.render(f"endpoint {endpoint.name}"), ConfigWarning, stacklevel=2)
         self.endpoint = endpoint
+        self.operator_version = operator_version
         self.name = endpoint.resource_name
         self.namespace = endpoint.namespace
         self._extra_args: dict[ArgsTarget, list[str]] = {"worker": [], "prefill": [], "decode": []}
@@ -70,7 +87,7 @@ class DisaggregatedEndpoint(Construct):
             metadata=cdk8s.ApiObjectMetadata(
                 name=self.name, namespace=self.namespace,
                 labels={defaults.ENDPOINT_LABEL: endpoint.name, defaults.GENERATION_LABEL: endpoint.generation}),
-            render=self._to_spec)
+            render=self._to_spec, extensions=self._extensions)
         self.node.default_child = self.resource
 
     def add_args(self, target: ArgsTarget, *args: str) -> None:
@@ -124,6 +141,10 @@ class DisaggregatedEndpoint(Construct):
             dns_config=iec.InferenceEndpointConfigSpecDnsConfig(hosted_zone_id=e.tls.hosted_zone_id)
             if e.tls and e.tls.hosted_zone_id else None,
         )
+
+    def _extensions(self) -> dict[str, Any]:
+        """Fields newer than the vendored CRD, by dotted path (the operator release was checked at construction)."""
+        return {field.path: field.manifest for field in iec_extensions(self.endpoint)}
 
     def _model_source(self) -> iec.InferenceEndpointConfigSpecModelSourceConfig:
         model = self.endpoint.model

@@ -22,6 +22,7 @@ import yaml
 from hyperpod_dpd.config.base import join
 from hyperpod_dpd.config.endpoints import is_unresolved
 from hyperpod_dpd.errors import MISSING, ConfigError, Issue
+from hyperpod_dpd.k8s.extensions import extend_schemas
 
 CRD_DIR = Path(__file__).resolve().parent / "crds"
 _REQUIRED = re.compile(r"^'([^']+)' is a required property$")
@@ -30,7 +31,7 @@ _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 @functools.lru_cache(maxsize=1)
 def crd_schemas() -> Mapping[tuple[str, str], Mapping[str, Any]]:
-    """``(apiVersion, kind)`` -> ``openAPIV3Schema`` of every version of every vendored CRD."""
+    """``(apiVersion, kind)`` -> ``openAPIV3Schema`` of every version of every vendored CRD (IEC ``v1`` extended)."""
     schemas: dict[tuple[str, str], Mapping[str, Any]] = {}
     for path in sorted(CRD_DIR.glob("*.yaml")):
         # libyaml's loader when PyYAML has it: the vendored CRD is ~450 KB, ten times faster to parse in C
@@ -41,7 +42,8 @@ def crd_schemas() -> Mapping[tuple[str, str], Mapping[str, Any]]:
             group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
             for version in crd["spec"]["versions"]:
                 schemas[(f"{group}/{version['name']}", kind)] = version["schema"]["openAPIV3Schema"]
-    return schemas
+    # The IEC fields of later operators that hyperpod-dpd renders (hyperpod_dpd.k8s.extensions), and only those.
+    return extend_schemas(schemas)
 
 
 @functools.cache

@@ -1,15 +1,18 @@
 """HyperPod Inference Operator releases, its EKS add-on, prerequisites and the DPD worker images.
 
-Sources: SageMaker HyperPod inference release notes (v2.3 ... v3.4), the DPD page and blog (2026-07-10), and the
-``hyperpod-inference-operator`` Helm chart 2.2.2 in aws/sagemaker-hyperpod-cli @ 011ca927.
-The add-on <-> operator mapping comes from the upgrade commands in the release notes.
+Sources: SageMaker HyperPod inference release notes (v2.3 ... v3.4), the DPD page and blog (2026-07-10), the
+``hyperpod-inference-operator`` Helm chart 2.2.2 in aws/sagemaker-hyperpod-cli @ 011ca927, and the chart bumps of
+that repository for 3.5-3.7 (pull requests #455, #461, #464, #466).
+The add-on <-> operator mapping comes from the upgrade commands in the release notes (3.0-3.4); see the table for 3.5+.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from hyperpod_dpd.catalogue.versions import AddonVersion, parse_addon_version
 
@@ -19,6 +22,67 @@ OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
 OBSERVABILITY_ADDON_VERSION = "v1.0.5-eksbuild.1"
 OBSERVABILITY_NAMESPACE = "hyperpod-observability"
 OBSERVABILITY_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
+# How AWS's own install configures the observability add-on: aws/sagemaker-hyperpod-cluster-setup,
+# eks/cloudformation/observability-template.yaml (read at commits 12abe330, 14144a48 and 0ab564d7) and the add-on update Lambda
+# eks/cloudformation/resources/observability-eksaddon-update-lambda-function/lambda_function/lambda_function.py
+# (b94d78ef), which adds "amgWorkspace". AWS publishes no configuration schema for the add-on (none in shared/reference,
+# none in that repository), so OBSERVABILITY_CONFIGURATION_SCHEMA below is derived from those templates.
+OBSERVABILITY_SCRAPE_INTERVAL = 30  # seconds; every category in every version of the template
+# Metric categories with the template's default level and its AllowedValues. Only the categories that every version
+# of the template sends; the others differ between versions ("customMetrics" at 12abe33/14144a4 is "clusterMetrics"
+# at 0ab564d, "rayMetrics" appears at 14144a4) and are left to the add-on's defaults.
+OBSERVABILITY_METRIC_LEVELS: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({
+    "trainingMetrics": ("BASIC", ("BASIC", "ADVANCED")),  # TrainingMetricLevel
+    "inferenceMetrics": ("BASIC", ("BASIC",)),  # fixed in the template
+    "taskGovernanceMetrics": ("DISABLED", ("DISABLED", "ADVANCED")),  # TaskGovernanceMetricLevel
+    "scalingMetrics": ("DISABLED", ("DISABLED", "ADVANCED")),  # ScalingMetricLevel
+    "nodeMetrics": ("BASIC", ("BASIC", "ADVANCED")),  # NodeMetricLevel
+    "acceleratedComputeMetrics": ("BASIC", ("BASIC", "ADVANCED")),  # AcceleratedComputeMetricLevel
+    "networkMetrics": ("DISABLED", ("DISABLED", "ADVANCED")),  # NetworkMetricLevel
+})
+_VERSION_DEPENDENT_METRICS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "customMetrics": ("BASIC", "ADVANCED"), "clusterMetrics": ("BASIC", "ADVANCED"),  # ClusterMetricLevel
+    "rayMetrics": ("DISABLED", "ADVANCED"),  # RayMetricLevel
+})
+# The template tags the workspace and the add-on with this.
+OBSERVABILITY_TAGS: Mapping[str, str] = MappingProxyType({"SageMaker": "true"})
+# Regions where the template creates Amazon Managed Grafana (its AMGRegionMapping).
+GRAFANA_REGIONS: tuple[str, ...] = ("us-east-1", "us-east-2", "us-west-2", "ap-northeast-1", "ap-southeast-1",
+                                    "ap-southeast-2", "eu-central-1", "eu-west-1", "eu-west-2")
+
+
+def _metric_schema(levels: tuple[str, ...]) -> dict[str, object]:
+    return {"type": "object", "additionalProperties": False, "required": ["level", "scrapeInterval"],
+            "properties": {"level": {"enum": list(levels)}, "scrapeInterval": {"type": "integer", "minimum": 1}}}
+
+
+# Derived from the templates above, not published by AWS. Patterns are loose enough for CloudFormation tokens
+# (checked again on the synthesized, resolved values). "logging" is a top-level key at 12abe33 and 14144a4 and sits
+# inside "metricsProvider" at 0ab564d; the toolkit sends it only when logging is switched on, top-level.
+OBSERVABILITY_CONFIGURATION_SCHEMA: Mapping[str, object] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["ampWorkspace", "metricsProvider"],
+    "properties": {
+        "ampWorkspace": {
+            "type": "object", "additionalProperties": False, "required": ["prometheusEndpoint", "arn"],
+            "properties": {
+                "prometheusEndpoint": {"type": "string", "pattern": r"^https://aps-workspaces\.[^/]+/workspaces/[^/]+$"},
+                "arn": {"type": "string", "pattern": r"^arn:[^:]+:aps:[^:]+:[^:]+:workspace/[^/]+$"}}},
+        "metricsProvider": {
+            "type": "object", "additionalProperties": False,
+            "properties": {**{name: _metric_schema(allowed) for name, (_, allowed) in OBSERVABILITY_METRIC_LEVELS.items()},
+                           **{name: _metric_schema(allowed) for name, allowed in _VERSION_DEPENDENT_METRICS.items()}}},
+        "amgWorkspace": {
+            "type": "object", "additionalProperties": False, "required": ["workspaceName", "arn"],
+            "properties": {"workspaceName": {"type": "string", "minLength": 1},
+                           "arn": {"type": "string", "pattern": r"^arn:[^:]+:grafana:[^:]+:[^:]+:/workspaces/[^/]+$"}}},
+        "logging": {"type": "object", "additionalProperties": False, "required": ["enabled"],
+                    "properties": {"enabled": {"type": "boolean"}}},
+    },
+}
+
 # The execution role's name must start with this: the managed policy passes only such roles, and the add-on
 # rejects other names.
 EXECUTION_ROLE_PREFIX = "SageMakerHyperPodInference"
@@ -48,10 +112,64 @@ OPERATOR_RELEASES: Mapping[str, OperatorRelease] = MappingProxyType({r.operator:
     OperatorRelease("3.2", "v1.3.0-eksbuild.1", "2026-06-12", True, "pdSpec (disaggregated prefill/decode)"),
     OperatorRelease("3.3", "v1.4.0-eksbuild.1", "2026-08-04", True, "modelCacheConfig, enableL1Cache=false honoured"),
     OperatorRelease("3.4", "v1.5.0-eksbuild.1", "2026-08-21", True, "sidecar resource overrides"),
+    # 3.5-3.7: no release notes with upgrade commands were found, so the add-on builds follow the documented scheme
+    # (each release one add-on minor up: 3.2 v1.3.0, 3.3 v1.4.0, 3.4 v1.5.0) and are NOT confirmed by AWS. The dates
+    # are those of the public Helm chart bumps. `hpdpd preflight` fails with the offered versions if a pin is wrong.
+    # aws/sagemaker-hyperpod-cli #455 (chart 2.5.0, image v3.5, merged 2026-09-01)
+    OperatorRelease("3.5", "v1.6.0-eksbuild.1", "2026-09-01", True, "node affinity for the model weights cache"),
+    # aws/sagemaker-hyperpod-cli #461 (chart 2.6.0, image v3.6, merged 2026-09-09)
+    OperatorRelease("3.6", "v1.7.0-eksbuild.1", "2026-09-09", True,
+                    "opt-in inference gateway, kubernetes.podTemplateAnnotations"),
+    # aws/sagemaker-hyperpod-cli #464 (image v3.7, merged 2026-09-17) and #466 (chart 2.7.0)
+    OperatorRelease("3.7", "v1.8.0-eksbuild.1", "2026-09-17", True,
+                    "tolerations, lmcache.mode, operator priority class, CloudWatch log sidecar"),
 )})
 DPD_MINIMUM_OPERATOR = "3.2"
 DPD_MINIMUM_ADDON = OPERATOR_RELEASES[DPD_MINIMUM_OPERATOR].addon
-DEFAULT_OPERATOR = "3.4"  # the newest known
+DEFAULT_OPERATOR = "3.7"  # the newest known
+
+
+def release_key(version: str) -> tuple[int, ...]:
+    """``"3.1.2"`` -> ``(3, 1, 2)``; ``"3.7"`` -> ``(3, 7, 0)``: operator versions in numeric order."""
+    parts = tuple(int(p) for p in version.split("."))
+    return parts + (0,) * (3 - len(parts))
+
+
+def supports(operator: str, introduced: str) -> bool:
+    """Whether operator release ``operator`` has what release ``introduced`` added."""
+    return release_key(operator) >= release_key(introduced)
+
+
+@dataclass(frozen=True)
+class CrdField:
+    """An ``InferenceEndpointConfig`` field newer than the vendored v3.2 CRD: its dotted JSON path, the operator
+    release that added it, where that is documented, and its ``openAPIV3Schema`` shape (for the manifest checks)."""
+
+    path: str
+    introduced: str
+    source: str
+    schema: Mapping[str, Any]
+
+
+# The Kubernetes core Toleration, as controller-gen writes []corev1.Toleration into a CRD.
+_TOLERATIONS_SCHEMA: Mapping[str, Any] = {"type": "array", "items": {"type": "object", "properties": {
+    "effect": {"type": "string"}, "key": {"type": "string"}, "operator": {"type": "string"},
+    "tolerationSeconds": {"type": "integer", "format": "int64"}, "value": {"type": "string"}}}}
+
+# The one list of IEC fields rendered beyond the vendored CRD: k8s/extensions.py renders them with JSON patches and
+# adds them to the schema the manifest validation uses; the endpoint checks gate them on operator.version.
+# No public CRD of 3.6/3.7 was found; the shapes follow the field names in the chart pull requests.
+IEC_EXTENSION_FIELDS: Mapping[str, CrdField] = MappingProxyType({f.path: f for f in (
+    CrdField("spec.kubernetes.podTemplateAnnotations", "3.6",
+             "aws/sagemaker-hyperpod-cli #461: 'IEC spec.kubernetes.podTemplateAnnotations'",
+             {"type": "object", "additionalProperties": {"type": "string"}}),
+    CrdField("spec.tolerations", "3.7",
+             "aws/sagemaker-hyperpod-cli #464: 'InferenceEndpointConfig and JumpStartModel CRDs now support "
+             "tolerations' (a spec-level []Toleration)", _TOLERATIONS_SCHEMA),
+    CrdField("spec.lmcache", "3.7",
+             "aws/sagemaker-hyperpod-cli #464: 'lmcache.mode (InProcess | MultiProcess)'",
+             {"type": "object", "properties": {"mode": {"type": "string", "enum": ["InProcess", "MultiProcess"]}}}),
+)})
 
 
 @dataclass(frozen=True)
@@ -81,6 +199,11 @@ DPD_WORKER_IMAGES: tuple[str, ...] = (
     "lmcache/vllm-openai:v0.4.3",
 )
 DEFAULT_WORKER_IMAGE = DPD_WORKER_IMAGES[0]
+DOCUMENTED_IMAGE_LMCACHE = "0.4.3"  # what both documented DPD images ship
+# lmcache.mode MultiProcess runs an LMCache server sidecar and needs LMCache 0.5.0 or later (sagemaker-hyperpod-cli #464).
+LMCACHE_MULTIPROCESS_MINIMUM = "0.5.0"
+# ASSUMPTION: the tag of lmcache/vllm-openai images is the LMCache version they ship (v0.4.3 ships LMCache 0.4.3).
+_LMCACHE_IMAGE_TAG = re.compile(r"(?:[^/]+/)*lmcache/vllm-openai:v(\d+\.\d+\.\d+)")
 DEFAULT_ROUTING_THRESHOLD = 4096
 DEFAULT_PD_BUFFER_SIZE = 8 * 1024**3  # bytes, per tensor-parallel rank on the decoder
 MAX_DECODE_REPLICAS = 1  # the current release supports one decoder per endpoint (DPD page)
@@ -109,3 +232,11 @@ def operator_for_addon(version: str) -> OperatorRelease | None:
     parsed = parse_addon_version(version)
     known = [r for r in OPERATOR_RELEASES.values() if r.addon <= parsed]
     return max(known, key=lambda r: r.addon) if known else None
+
+
+def image_lmcache_version(image: str) -> str | None:
+    """The LMCache version ``image`` ships, when the catalogue or the image tag says; None when unknown."""
+    if image in DPD_WORKER_IMAGES:
+        return DOCUMENTED_IMAGE_LMCACHE
+    match = _LMCACHE_IMAGE_TAG.fullmatch(image)
+    return match.group(1) if match else None

@@ -13,17 +13,30 @@ from hyperpod_dpd.catalogue.operator import (
     DOCUMENTED_IMAGE_VLLM,
     DPD_FIXED_ENVIRONMENT,
     DPD_WORKER_IMAGES,
+    IEC_EXTENSION_FIELDS,
     KVAWARE_INVOCATION_PATHS,
     KVAWARE_MIN_VLLM,
+    LMCACHE_MULTIPROCESS_MINIMUM,
     MANAGED_VLLM_FLAGS,
     MAX_DECODE_REPLICAS,
     PAYOFF_MIN_PARAMETERS_BILLION,
     PD_BUFFER_SIZE_VARIABLE,
     ROUTER_SERVICE_SUFFIX,
+    image_lmcache_version,
+    release_key,
+    supports,
 )
 from hyperpod_dpd.config.base import join
+from hyperpod_dpd.config.endpoint_pods import (
+    BLOCKING_EFFECTS,
+    TOLERATIONS_RELEASE,
+    GroupTaint,
+    group_taints,
+    iec_extensions,
+    taint_text,
+)
 from hyperpod_dpd.config.names import DNS_LABEL_MAX, is_unresolved
-from hyperpod_dpd.errors import Issue
+from hyperpod_dpd.errors import MISSING, Issue
 
 if TYPE_CHECKING:
     from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig
@@ -38,6 +51,16 @@ def endpoint_issues(endpoint: EndpointConfig, root: Any, path: str) -> Iterator[
     yield from _local_issues(endpoint, path)
     if root is not None:
         yield from _environment_issues(endpoint, root, path)
+
+
+def operator_issues(endpoint: EndpointConfig, operator: str, path: str, *,
+                    setting: str = "operator.version") -> Iterator[Issue]:
+    """Fields of later operators that ``operator`` (the release named by ``setting``) cannot render."""
+    for field in iec_extensions(endpoint):
+        introduced = IEC_EXTENSION_FIELDS[field.path].introduced
+        if not supports(operator, introduced):
+            yield Issue(join(path, field.key), field.value,
+                        f'needs operator {introduced} or later ({setting} is "{operator}")')
 
 
 def managed_flag_issues(path: str, args: tuple[str, ...] | list[str]) -> Iterator[Issue]:
@@ -90,6 +113,11 @@ def _local_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
             yield Issue(join(path, f"{role}.replicas"), config.replicas,
                         f"must be between autoscaling.min_replicas ({scaling.min_replicas}) and "
                         f"max_replicas ({scaling.max_replicas})")
+    lmcache = image_lmcache_version(e.worker_image)
+    if e.lmcache and e.lmcache.mode == "MultiProcess" and lmcache and _older(lmcache, LMCACHE_MULTIPROCESS_MINIMUM):
+        yield Issue(join(path, "lmcache.mode"), "MultiProcess",
+                    f"needs LMCache {LMCACHE_MULTIPROCESS_MINIMUM} or later, but {e.worker_image} ships LMCache "
+                    f"{lmcache}; use mode 'InProcess', or an image with LMCache {LMCACHE_MULTIPROCESS_MINIMUM} or later")
     gpu_memory = (e.instance.gpu.memory_gib if e.instance.gpu else 0) * 1024**3
     if e.pd_buffer_size >= gpu_memory:
         yield Issue(join(path, "pd_buffer_size"), e.pd_buffer_size,
@@ -125,6 +153,8 @@ def _environment_variable_issues(e: EndpointConfig, path: str) -> Iterator[Issue
 
 def _environment_issues(e: EndpointConfig, root: Any, path: str) -> Iterator[Issue]:
     yield from _group_issues(e, root, path)
+    yield from operator_issues(e, root.operator.version, path)
+    yield from _taint_issues(e, root, path)
     zone = e.topology.availability_zone
     if zone is not None and zone != root.network.gpu_availability_zone:
         yield Issue(join(path, "topology.availability_zone"), zone,
@@ -187,6 +217,42 @@ def _role_only_issues(e: EndpointConfig, role: DpdRole, groups: tuple[InstanceGr
                     "set a group's count, or remove the endpoint while the groups are parked")
 
 
+def _taint_issues(e: EndpointConfig, root: Any, path: str) -> Iterator[Issue]:
+    """Taints that keep the endpoint's pods off its instance groups: its tolerations must match every one of them."""
+    operator = root.operator.version
+    blocking = [t for t in group_taints(e, root.hyperpod) if t.taint.effect in BLOCKING_EFFECTS]
+    where = join(path, "tolerations")
+    if not supports(operator, TOLERATIONS_RELEASE):
+        if blocking and not e.tolerations:  # a non-empty list is refused by operator_issues
+            groups, one = _groups(blocking)
+            yield Issue(where, MISSING if e.tolerations is None else [],
+                        f"{groups} {'taints its' if one else 'taint their'} nodes, so the endpoint's pods need "
+                        f'tolerations, which need operator {TOLERATIONS_RELEASE} or later (operator.version is '
+                        f'"{operator}"); set operator.version to "{TOLERATIONS_RELEASE}" or later, or remove the taints')
+        return
+    if e.tolerations is None:
+        return  # derived from these very taints
+    missed = [t for t in blocking if not any(tol.tolerates(t.taint) for tol in e.tolerations)]
+    if missed:
+        yield Issue(where, [t.manifest() for t in e.tolerations],
+                    f"does not tolerate the taints of {_groups(missed)[0]}, so those pods cannot schedule there; add "
+                    "matching tolerations, or leave tolerations out to derive them from the groups' taints")
+
+
+def _groups(taints: list[GroupTaint]) -> tuple[str, bool]:
+    """``instance group 'p' (prefill: k=v:NoSchedule)`` or ``instance groups 'p' (...), 'd' (...)``; one group?"""
+    by_group: dict[tuple[str, str], list[str]] = {}
+    for item in taints:
+        by_group.setdefault((item.group.name, item.role), []).append(taint_text(item.taint))
+    described = ", ".join(f"'{name}' ({role}: {', '.join(texts)})" for (name, role), texts in by_group.items())
+    one = len({name for name, _ in by_group}) == 1
+    return f"instance group{'' if one else 's'} {described}", one
+
+
+def _older(version: str, minimum: str) -> bool:
+    return release_key(version) < release_key(minimum)
+
+
 def _nodes(count: int) -> str:
     return "nodes" if count == 0 else "1 node" if count == 1 else f"{count} nodes"
 
@@ -220,6 +286,10 @@ def endpoint_warnings(e: EndpointConfig) -> list[Issue]:
         found.append(Issue("routing.strategy", "kvaware",
                            f"needs vLLM >= {KVAWARE_MIN_VLLM}, but the documented DPD images ship vLLM "
                            f"{DOCUMENTED_IMAGE_VLLM}"))
+    if e.lmcache and e.lmcache.mode == "MultiProcess" and image_lmcache_version(image) is None:
+        found.append(Issue("lmcache.mode", "MultiProcess",
+                           f"needs LMCache {LMCACHE_MULTIPROCESS_MINIMUM} or later; hyperpod-dpd cannot tell which "
+                           f"LMCache {image} ships: check it, or use mode 'InProcess'"))
     router = e.router
     if e.sagemaker_endpoint_name and router.network_policy and not router.allowed_cidrs:
         found.append(Issue("router.allowed_cidrs", [],

@@ -28,8 +28,10 @@ from hyperpod_dpd.catalogue.operator import (
     INFERENCE_NAMESPACE,
     PD_BUFFER_SIZE_VARIABLE,
     ROUTER_SERVICE_SUFFIX,
+    supports,
 )
 from hyperpod_dpd.config.base import AvailabilityZone, Cidr, Model
+from hyperpod_dpd.config.endpoint_autoscaling import AutoScalingConfig
 from hyperpod_dpd.config.endpoint_checks import (
     GENERATION_LENGTH,
     endpoint_issues,
@@ -38,10 +40,16 @@ from hyperpod_dpd.config.endpoint_checks import (
 from hyperpod_dpd.config.endpoint_checks import (
     managed_flag_issues as managed_flag_issues,  # re-exported: k8s/ imports it from here
 )
+from hyperpod_dpd.config.endpoint_pods import (
+    TOLERATIONS_RELEASE,
+    LmCacheConfig,
+    PodAnnotations,
+    Toleration,
+    derived_tolerations,
+)
 from hyperpod_dpd.config.hyperpod import GROUP_LABEL, ROLE_LABEL
 from hyperpod_dpd.config.names import (
     AcmArn,
-    AmpUrl,
     BucketName,
     CommitSha,
     DomainName,
@@ -123,47 +131,6 @@ class ModelConfig(Model):
     @property
     def source_type(self) -> str:
         return "s3" if self.s3 else "fsx" if self.fsx else "huggingface"
-
-
-# --- autoscaling (KEDA, per role) ---------------------------------------------------------------------------------------
-
-class CloudWatchTrigger(Model):
-    metric_name: str = Field(min_length=1, max_length=255)  # CloudWatch: metric names and namespaces 1-255
-    namespace: str = Field(min_length=1, max_length=255)
-    target_value: float = Field(gt=0)
-    dimensions: dict[str, str] = Field(default_factory=dict)
-    statistic: str = "Average"
-    metric_type: Literal["Average", "Value"] = "Average"
-    period_seconds: int | None = Field(default=None, ge=1)
-    activation_target_value: float | None = Field(default=None, ge=0)
-
-
-class PrometheusTrigger(Model):
-    query: str = Field(min_length=1)
-    target_value: float = Field(gt=0)
-    server_address: AmpUrl = ""
-    metric_type: Literal["Average", "Value"] = "Average"
-    activation_target_value: float | None = Field(default=None, ge=0)
-
-
-class AutoScalingConfig(Model):
-    """Independent autoscaling of one role (``pdSpec.autoScalingSpec``); exactly one trigger."""
-
-    min_replicas: int = Field(default=1, ge=0)
-    max_replicas: int = Field(ge=1)
-    polling_interval_seconds: int | None = Field(default=None, ge=1)
-    cooldown_seconds: int | None = Field(default=None, ge=0)
-    scale_down_stabilization_seconds: int | None = Field(default=None, ge=0)
-    cloudwatch: CloudWatchTrigger | None = None
-    prometheus: PrometheusTrigger | None = None
-
-    @model_validator(mode="after")
-    def _shape(self) -> AutoScalingConfig:
-        if (self.cloudwatch is None) == (self.prometheus is None):
-            raise ValueError("set exactly one trigger: 'cloudwatch' or 'prometheus'")
-        if self.min_replicas > self.max_replicas:
-            raise ValueError(f"min_replicas ({self.min_replicas}) must not exceed max_replicas ({self.max_replicas})")
-        return self
 
 
 # --- roles -------------------------------------------------------------------------------------------------------------
@@ -307,6 +274,10 @@ class EndpointConfig(Model):
     metrics: MetricsConfig = MetricsConfig()
     tls: TlsConfig | None = None
     router: RouterConfig = RouterConfig()
+    # Fields of later operators (hyperpod_dpd.catalogue.operator.IEC_EXTENSION_FIELDS has the release of each).
+    tolerations: tuple[Toleration, ...] | None = None  # None: one per taint of the endpoint's instance groups
+    lmcache: LmCacheConfig | None = None
+    pod_annotations: PodAnnotations = Field(default_factory=dict)
 
     @field_validator("instance_type")
     @classmethod
@@ -393,6 +364,15 @@ class EndpointConfig(Model):
         if self.topology.availability_zone:
             return self
         return self.model_copy(update={"topology": self.topology.model_copy(update={"availability_zone": zone})})
+
+    def for_environment(self, root: Any) -> EndpointConfig:
+        """This endpoint as ``root`` renders it: pinned to the GPU AZ, and with the tolerations of its instance groups'
+        taints unless it lists its own (none below the operator release that added tolerations)."""
+        endpoint = self.in_zone(root.network.gpu_availability_zone)
+        if self.tolerations is not None:
+            return endpoint
+        derived = derived_tolerations(self, root.hyperpod) if supports(root.operator.version, TOLERATIONS_RELEASE) else ()
+        return endpoint.model_copy(update={"tolerations": derived})
 
     def role(self, role: DpdRole) -> RoleConfig:
         return self.prefill if role == "prefill" else self.decode

@@ -12,6 +12,7 @@ from hyperpod_dpd.catalogue.operator import (
     DEFAULT_OPERATOR,
     DPD_MINIMUM_OPERATOR,
     EXECUTION_ROLE_PREFIX,
+    GRAFANA_REGIONS,
     OBSERVABILITY_ADDON_VERSION,
     OPERATOR_RELEASES,
     PREREQUISITE_ADDONS,
@@ -19,7 +20,7 @@ from hyperpod_dpd.catalogue.operator import (
     OperatorRelease,
 )
 from hyperpod_dpd.catalogue.versions import parse_addon_version
-from hyperpod_dpd.config.base import Model, Region, addon_version_issues, join, quoted_choice
+from hyperpod_dpd.config.base import Model, Region, addon_version_issues, join, pattern, quoted_choice
 from hyperpod_dpd.config.names import bucket_name_problem
 from hyperpod_dpd.errors import Issue
 
@@ -40,11 +41,53 @@ class ModelBucket(Model):
         return value
 
 
+# An Amazon Managed Prometheus workspace ARN (workspace ids as CloudFormation's AWS::APS::Workspace allows them).
+PROMETHEUS_WORKSPACE_ARN = re.compile(
+    r"arn:(?P<partition>aws|aws-cn|aws-us-gov):aps:(?P<region>[a-z]{2}(-gov)?-[a-z]+-\d):(?P<account>\d{12}):"
+    r"workspace/(?P<id>[a-zA-Z0-9][a-zA-Z0-9-]{1,99})")
+PrometheusWorkspaceArn = Annotated[str, pattern(
+    PROMETHEUS_WORKSPACE_ARN.pattern, "an Amazon Managed Prometheus workspace ARN such as "
+    "'arn:aws:aps:us-west-2:111111111111:workspace/ws-0123abcd-4567-89ef-0123-456789abcdef'")]
+
+
 class Observability(Model):
-    """The HyperPod observability add-on, which carries the DPD metrics (TTFT, TPOT, KV transfer, routing) to dashboards."""
+    """The HyperPod observability add-on, which carries the DPD metrics (TTFT, TPOT, KV transfer, routing) to dashboards.
+
+    The metrics land in an Amazon Managed Prometheus workspace: one the toolkit creates (encrypted with its own KMS
+    key, tagged), or ``prometheus_workspace_arn``, an existing one of the environment's account and Region. ``grafana``
+    adds an Amazon Managed Grafana workspace that reads it (IAM Identity Center sign-in).
+    """
 
     enabled: bool = False
     addon_version: str = OBSERVABILITY_ADDON_VERSION
+    prometheus_workspace_arn: PrometheusWorkspaceArn | None = None
+    grafana: bool = False
+    logging: bool = False  # the add-on's CloudWatch Logs shipping (logging.enabled)
+
+    @property
+    def prometheus_workspace_id(self) -> str | None:
+        """The id of ``prometheus_workspace_arn`` (``ws-...``), or None when the toolkit creates the workspace."""
+        match = PROMETHEUS_WORKSPACE_ARN.fullmatch(self.prometheus_workspace_arn or "")
+        return match["id"] if match else None
+
+    def issues(self, root: Any, path: str) -> Iterator[Issue]:
+        if not self.enabled:
+            for name in ("prometheus_workspace_arn", "grafana", "logging"):
+                if getattr(self, name):
+                    yield Issue(join(path, name), getattr(self, name), "needs observability.enabled: true")
+            return
+        match = PROMETHEUS_WORKSPACE_ARN.fullmatch(self.prometheus_workspace_arn or "")
+        if match:
+            where, value = join(path, "prometheus_workspace_arn"), self.prometheus_workspace_arn
+            if match["partition"] != root.partition:
+                yield Issue(where, value, f"must be in partition '{root.partition}' (the partition of {root.region})")
+            elif match["account"] != root.account or match["region"] != root.region:
+                yield Issue(where, value, f"must be a workspace of the environment's account {root.account} and "
+                                          f"Region {root.region} (the collector's role may write only there)")
+        if self.grafana and root.region not in GRAFANA_REGIONS:
+            yield Issue(join(path, "grafana"), self.grafana,
+                        f"Amazon Managed Grafana is not offered in {root.region} by the HyperPod set-up; allowed "
+                        f"Regions: {', '.join(GRAFANA_REGIONS)}")
 
 
 class InferenceOperatorConfig(Model):
@@ -103,6 +146,7 @@ class InferenceOperatorConfig(Model):
             yield Issue(join(path, "tls_bucket_name"), tls,
                         problem or f"must start with '{TLS_BUCKET_PREFIX}' (the operator's managed policy writes only to "
                                    "hyperpod-tls* buckets)")
+        yield from self.observability.issues(root, join(path, "observability"))
         names: set[str] = set()
         for index, bucket in enumerate(self.model_buckets):
             where = join(join(path, "model_buckets"), index)

@@ -6,11 +6,12 @@ import json
 from typing import Any
 
 import pytest
+
 from hyperpod_dpd.catalogue.operator import OPERATOR_RELEASES, PREREQUISITE_ADDONS
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.config.operator import ModelBucket
 from hyperpod_dpd.errors import ConfigError
-from hyperpod_dpd.infra.inference_operator import InferenceOperator
+from hyperpod_dpd.infra.inference_operator import InferenceOperator, ObservabilityOptions
 
 
 def _joined(value: Any) -> str:
@@ -194,6 +195,13 @@ BASE: dict[str, Any] = {"operator_version": "3.4", "execution_role_name": "SageM
     ({"model_buckets": [ModelBucket(name="weights", region="eu-west-1")]},
      r"model_buckets\[0\].region: 'eu-west-1': must be the cluster's Region us-west-2"),
     ({"operator_version": "9.9"}, r"operator_version: '9.9': must be a known operator release"),
+    ({"observability": ObservabilityOptions(addon_version="v1.0.5-eksbuild.1", prometheus_workspace_arn=(
+        "arn:aws:aps:us-west-2:222222222222:workspace/ws-0123abcd-4567-89ef-0123-456789abcdef"))},
+     r"ObservabilityDestination.prometheus_workspace_arn: 'arn:aws:aps:us-west-2:222222222222:workspace/ws-0123abcd-"
+     r".*: must be a workspace of the stack's account 111111111111"),
+    ({"observability": ObservabilityOptions(addon_version="v1.0.5-eksbuild.1", prometheus_workspace_arn=(
+        "arn:aws:aps:eu-west-1:111111111111:workspace/ws-0123abcd-4567-89ef-0123-456789abcdef"))},
+     r"must be a workspace of the stack's region us-west-2"),
 ])
 def test_bad_input_fails_with_one_line_naming_the_field(platform_parts, overrides: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message) as raised:
@@ -217,6 +225,7 @@ def with_options(tmp_path_factory, base_configs, cdk_context) -> dict[str, dict[
     import copy
 
     import yaml
+
     from hyperpod_dpd.stacks.application import build_app
     from hyperpod_dpd.stacks.assembly import read_assembly
 
@@ -242,6 +251,19 @@ def test_observability_addon_gets_a_pod_identity_role(with_options) -> None:
     assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert set(trust["Action"]) == {"sts:AssumeRole", "sts:TagSession"}
     assert set(trust["Condition"]) == {"StringEquals", "ArnEquals"}
+
+
+def test_observability_writes_to_a_workspace_the_environment_creates(with_options) -> None:
+    # GIVEN observability on without an existing workspace WHEN the platform synthesizes
+    (workspace_id,) = [k for k, v in with_options.items() if v["Type"] == "AWS::APS::Workspace"]
+    _, addon = _addons(with_options)["amazon-sagemaker-hyperpod-observability"]
+    config = json.loads(_joined(addon["Properties"]["ConfigurationValues"]))
+    # THEN the add-on's endpoint and ARN name that workspace (by id), in the stack's Region
+    assert config["ampWorkspace"] == {
+        "prometheusEndpoint": f"https://aps-workspaces.us-west-2.<AWS::URLSuffix>/workspaces/<{workspace_id}.WorkspaceId>",
+        "arn": f"arn:<AWS::Partition>:aps:us-west-2:111111111111:workspace/<{workspace_id}.WorkspaceId>"}
+    assert "amgWorkspace" not in config and "logging" not in config  # both off by default
+    assert not [v for v in with_options.values() if v["Type"] == "AWS::Grafana::Workspace"]
 
 
 def test_gated_model_role_is_passed_to_the_addon(with_options) -> None:

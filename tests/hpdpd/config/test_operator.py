@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.errors import ConfigError
 
@@ -14,7 +15,7 @@ from hyperpod_dpd.errors import ConfigError
 def test_defaults_are_the_newest_operator_and_the_documented_names(write_config: Callable[..., Path]) -> None:
     env = load_environment("staging", write_config(env="staging"))
     operator = env.operator
-    assert (operator.version, operator.effective_addon_version) == ("3.4", "v1.5.0-eksbuild.1")
+    assert (operator.version, operator.effective_addon_version) == ("3.7", "v1.8.0-eksbuild.1")
     assert operator.execution_role(env.hyperpod.cluster_name) == "SageMakerHyperPodInference-hpdpd-staging"
     assert operator.tls_bucket(env.account, env.region) == "hyperpod-tls-222222222222-us-west-2"
     assert operator.prerequisite_version("cert-manager") == "v1.18.2-eksbuild.2"
@@ -47,6 +48,26 @@ BAD_INPUT = {
                                        "operator.model_buckets[0].region", "'eu-west-1'", "must be the cluster's Region us-west-2"),
     "model bucket with a bad name": (_operator(model_buckets=[{"name": "Weights_Bucket"}]), "operator.model_buckets[0].name",
                                      "'Weights_Bucket'", "must be a valid S3 bucket name"),
+    "workspace given as an id": (_operator(observability={"enabled": True, "prometheus_workspace_arn": "ws-0123"}),
+                                 "operator.observability.prometheus_workspace_arn", "'ws-0123'",
+                                 "must be an Amazon Managed Prometheus workspace ARN such as 'arn:aws:aps:"),
+    "workspace of another account": (_operator(observability={"enabled": True, "prometheus_workspace_arn":
+                                                              "arn:aws:aps:us-west-2:111111111111:workspace/ws-0123"}),
+                                     "operator.observability.prometheus_workspace_arn",
+                                     "'arn:aws:aps:us-west-2:111111111111:workspace/ws-0123'",
+                                     "must be a workspace of the environment's account 222222222222 and Region us-west-2"),
+    "workspace in another Region": (_operator(observability={"enabled": True, "prometheus_workspace_arn":
+                                                             "arn:aws:aps:eu-west-1:222222222222:workspace/ws-0123"}),
+                                    "operator.observability.prometheus_workspace_arn", "'arn:aws:aps:eu-west-1:",
+                                    "must be a workspace of the environment's account 222222222222 and Region us-west-2"),
+    "workspace in another partition": (_operator(observability={"enabled": True, "prometheus_workspace_arn":
+                                                                "arn:aws-cn:aps:cn-north-1:222222222222:workspace/ws-0123"}),
+                                       "operator.observability.prometheus_workspace_arn", "'arn:aws-cn:aps:cn-north-1:",
+                                       "must be in partition 'aws' (the partition of us-west-2)"),
+    "Grafana without observability": (_operator(observability={"grafana": True}), "operator.observability.grafana",
+                                      "true", "needs observability.enabled: true"),
+    "Grafana as a string": (_operator(observability={"enabled": True, "grafana": "yes please"}),
+                            "operator.observability.grafana", "'yes please'", "valid boolean"),
 }
 
 
@@ -59,3 +80,25 @@ def test_bad_operator_input_fails_with_one_line(case: str, write_config: Callabl
     message = str(raised.value)
     assert len(message.splitlines()) == 1, message
     assert f"staging.yaml: {path}: {value}" in message and allowed in message, message
+
+
+def test_observability_writes_to_an_existing_workspace_of_the_environment(write_config: Callable[..., Path]) -> None:
+    # GIVEN staging with observability on an existing workspace of its account and Region, and Grafana
+    arn = "arn:aws:aps:us-west-2:222222222222:workspace/ws-0123abcd-4567-89ef-0123-456789abcdef"
+    config_dir = write_config(_operator(observability={"enabled": True, "prometheus_workspace_arn": arn, "grafana": True}),
+                              env="staging")
+    # WHEN loaded THEN the workspace id is known and Grafana is on; logging stays off
+    observability = load_environment("staging", config_dir).operator.observability
+    assert observability.prometheus_workspace_id == "ws-0123abcd-4567-89ef-0123-456789abcdef"
+    assert (observability.grafana, observability.logging) == (True, False)
+
+
+def test_grafana_is_refused_where_the_hyperpod_set_up_does_not_create_it() -> None:
+    from types import SimpleNamespace
+
+    from hyperpod_dpd.config.operator import Observability
+
+    root = SimpleNamespace(account="222222222222", region="sa-east-1", partition="aws")
+    (issue,) = Observability(enabled=True, grafana=True).issues(root, "operator.observability")
+    assert issue.path == "operator.observability.grafana"
+    assert "is not offered in sa-east-1 by the HyperPod set-up; allowed Regions: us-east-1" in issue.message

@@ -1,0 +1,89 @@
+"""``InferenceEndpointConfig`` fields newer than the vendored v3.2 CRD, driven by one table.
+
+The table is :data:`hyperpod_dpd.catalogue.operator.IEC_EXTENSION_FIELDS` (JSON path, operator release, source,
+schema shape); it lives in the catalogue so the configuration checks can gate the fields on ``operator.version``
+without loading cdk8s. This module is its Kubernetes side:
+
+* :func:`extension_patches` / :func:`apply_extensions` render the fields into a manifest with ``cdk8s.JsonPatch.add``
+  (the generated classes have no such fields, and ``cdk8s.ApiObject(..., spec=...)`` is not available from Python);
+* :func:`extend_schemas` adds exactly these fields, with their shapes, to the IEC schema the manifest validation uses,
+  so anything else the vendored CRD does not declare is still rejected.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import cdk8s
+
+from hyperpod_dpd.catalogue.operator import IEC_EXTENSION_FIELDS, CrdField
+
+IEC_V1 = ("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig")
+
+
+def extension_field(path: str) -> CrdField:
+    """The table row of ``path``; a path outside the table is a programming error (it would fail validation)."""
+    try:
+        return IEC_EXTENSION_FIELDS[path]
+    except KeyError:
+        raise ValueError(f"{path!r} is not an IEC extension field; known: {', '.join(IEC_EXTENSION_FIELDS)}") from None
+
+
+def _pointer(parts: list[str]) -> str:
+    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def extension_patches(manifest: Mapping[str, Any], values: Mapping[str, Any]) -> list[cdk8s.JsonPatch]:
+    """``add`` operations that put each ``{dotted path: value}`` into ``manifest``, creating missing parent objects
+    (``spec.kubernetes`` for ``spec.kubernetes.podTemplateAnnotations``)."""
+    patches: list[cdk8s.JsonPatch] = []
+    created: set[str] = set()
+    for path, value in values.items():
+        parts = extension_field(path).path.split(".")
+        node: Any = manifest
+        for depth in range(1, len(parts)):
+            parent = _pointer(parts[:depth])
+            node = node.get(parts[depth - 1]) if isinstance(node, Mapping) else None
+            if node is None and parent not in created:
+                patches.append(cdk8s.JsonPatch.add(parent, {}))
+                created.add(parent)
+        patches.append(cdk8s.JsonPatch.add(_pointer(parts), value))
+    return patches
+
+
+def apply_extensions(manifest: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """``manifest`` with the extension fields ``values`` added (unchanged when there are none)."""
+    patches = extension_patches(manifest, values)
+    return dict(cdk8s.JsonPatch.apply(manifest, *patches)) if patches else manifest
+
+
+def extend_schema(schema: Mapping[str, Any], fields: Mapping[str, CrdField] = IEC_EXTENSION_FIELDS) -> dict[str, Any]:
+    """A copy of an IEC ``openAPIV3Schema`` that declares ``fields`` too.
+
+    Raises ``ValueError`` when a field's parent is not an object of the schema, or when the schema declares the field
+    already: then the vendored CRD is newer than the table assumes, and the row should go.
+    """
+    extended = copy.deepcopy(dict(schema))
+    for field in fields.values():
+        *parents, name = field.path.split(".")
+        node = extended
+        for part in parents:
+            node = node.get("properties", {}).get(part)
+            if not isinstance(node, dict) or node.get("type") != "object":
+                raise ValueError(f"{field.path}: the CRD schema has no object at {part!r} to extend")
+        properties = node.setdefault("properties", {})
+        if name in properties:
+            raise ValueError(f"{field.path}: the vendored CRD declares it already (operator {field.introduced} "
+                             "field); remove it from IEC_EXTENSION_FIELDS")
+        properties[name] = copy.deepcopy(dict(field.schema))
+    return extended
+
+
+def extend_schemas(schemas: Mapping[tuple[str, str], Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """The vendored CRD schemas with the IEC ``v1`` schema extended by the table (the version hyperpod-dpd renders)."""
+    extended = dict(schemas)
+    if IEC_V1 in extended:
+        extended[IEC_V1] = extend_schema(extended[IEC_V1])
+    return extended
