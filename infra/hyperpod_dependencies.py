@@ -70,7 +70,10 @@ class HyperPodDependencies(Construct):
         components: DependencyComponents = DependencyComponents(),
         timeout: cdk.Duration = cdk.Duration.minutes(15),
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
+        gpu_taints: Sequence[tuple[str, str]] = (),
     ) -> None:
+        """``gpu_taints``: ``(key, effect)`` of the taints on the GPU groups; the device plugins must tolerate them,
+        or no GPU or EFA device is advertised on those nodes (the chart's defaults tolerate only its own keys)."""
         if (repository is None) == (local_path is None):
             given = [name for name, value in (("repository", repository), ("local_path", local_path)) if value is not None]
             raise ConfigError.single(None, "HyperPodDependencies", given, "pass exactly one of 'repository' or 'local_path'")
@@ -85,7 +88,7 @@ class HyperPodDependencies(Construct):
                                      "must list at least one GPU instance type from the catalogue")
         super().__init__(scope, id)
         self.gpu_instance_types = tuple(dict.fromkeys(gpu_instance_types))
-        self.values = self.chart_values(region, self.gpu_instance_types, components)
+        self.values = self.chart_values(region, self.gpu_instance_types, components, gpu_taints)
 
         source: dict[str, Any]
         if repository is not None:
@@ -98,8 +101,11 @@ class HyperPodDependencies(Construct):
             values=self.values, timeout=timeout, wait=False, atomic=False, removal_policy=removal_policy, **source)
 
     @staticmethod
-    def chart_values(region: str, gpu_types: Sequence[str], components: DependencyComponents) -> dict[str, Any]:
+    def chart_values(region: str, gpu_types: Sequence[str], components: DependencyComponents,
+                     gpu_taints: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
         gpu = list(gpu_types)
+        extra = [{"key": key, "operator": "Exists", "effect": effect} for key, effect in dict.fromkeys(gpu_taints)
+                 if effect != "PreferNoSchedule"]
         efa = [t for t in gpu if INSTANCE_TYPES[t].efa_interfaces > 0]
         return {
             "global": {"region": region},
@@ -119,13 +125,13 @@ class HyperPodDependencies(Construct):
                     {"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": gpu}]}
                 ]}}},
                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-                                HEALTH_TAINT_TOLERATION],
+                                HEALTH_TAINT_TOLERATION, *extra],
             },
             "aws-efa-k8s-device-plugin": {
                 "devicePlugin": {"enabled": True},
                 "supportedInstanceLabels": {"values": efa},
                 "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"},
                                 {"key": "aws.amazon.com/efa", "operator": "Exists", "effect": "NoSchedule"},
-                                HEALTH_TAINT_TOLERATION],
+                                HEALTH_TAINT_TOLERATION, *extra],
             },
         }

@@ -107,6 +107,7 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
         local_path=config.resolve_path(chart.local_path) if chart.local_path else None,
         version=chart.version,
         timeout=cdk.Duration.minutes(chart.timeout_minutes),
+        gpu_taints=[(taint.key, taint.effect) for g in hp_cfg.instance_groups if g.is_gpu for taint in g.taints],
     )
     hyperpod = HyperPodCluster(
         scope, "HyperPod",

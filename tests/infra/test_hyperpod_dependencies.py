@@ -117,3 +117,17 @@ def test_bad_props_are_rejected_before_anything_is_made(cluster: eks.Cluster, kw
     with pytest.raises(ConfigError, match=message):
         HyperPodDependencies(cluster, "Bad", **props)
     assert cluster.node.try_find_child("Bad") is None
+
+
+def test_device_plugins_tolerate_the_taints_of_the_gpu_groups() -> None:
+    from hyperpod_dpd.infra.hyperpod_dependencies import DependencyComponents, HyperPodDependencies
+
+    # GIVEN GPU groups tainted so that only GPU work lands on them
+    values = HyperPodDependencies.chart_values("us-west-2", ["ml.p5.48xlarge"], DependencyComponents(),
+                                               [("hyperpod-dpd/gpu", "NoSchedule"), ("soft", "PreferNoSchedule")])
+    expected = {"key": "hyperpod-dpd/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    # THEN both device plugins still schedule there (else no nvidia.com/gpu or EFA device is advertised)
+    assert expected in values["nvidia-device-plugin"]["tolerations"]
+    assert expected in values["aws-efa-k8s-device-plugin"]["tolerations"]
+    # AND a soft taint needs no toleration
+    assert all(t["key"] != "soft" for t in values["nvidia-device-plugin"]["tolerations"])
