@@ -20,6 +20,7 @@ from hyperpod_dpd.catalogue.versions import (
     HYPERPOD_CHART_VERSION,
 )
 from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra import guardrails, nag
 
 HEALTH_TAINT_TOLERATION = {
     "key": "sagemaker.amazonaws.com/node-health-status", "operator": "Equal",
@@ -99,6 +100,22 @@ class HyperPodDependencies(Construct):
         self.chart = eks.HelmChart(
             self, "Resource", cluster=cluster, release=HYPERPOD_CHART_RELEASE, namespace=HYPERPOD_CHART_NAMESPACE,
             values=self.values, timeout=timeout, wait=False, atomic=False, removal_policy=removal_policy, **source)
+        if local_path is not None:
+            self._acknowledge_asset_read(cluster)
+
+    @staticmethod
+    def _acknowledge_asset_read(cluster: eks.ICluster) -> None:
+        """A local chart is an S3 asset that aws-cdk-lib lets the kubectl handler read: its generated grant covers the
+        asset objects (``s3:GetObject*``/``List*`` on the bootstrap assets bucket) and writes that bucket's ARN."""
+        provider = cluster.kubectl_provider
+        role = provider.role if provider is not None else None
+        policy = role.node.try_find_child("DefaultPolicy") if role is not None else None
+        if policy is None:  # an imported role: the grant lands on the role's owner, outside these templates
+            return
+        why = "aws-cdk-lib's grant of the chart asset to the kubectl handler, which downloads the local chart"
+        nag.acknowledge_generated_policy(policy, f"{why}; scoped to the CDK bootstrap assets bucket")
+        guardrails.acknowledge(policy, "HPDPD-IAM1", f"{why}; aws-cdk-lib writes the bootstrap bucket's ARN with the "
+                               "partition of the stack's Region")
 
     @staticmethod
     def chart_values(region: str, gpu_types: Sequence[str], components: DependencyComponents,

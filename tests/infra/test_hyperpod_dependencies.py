@@ -131,3 +131,30 @@ def test_device_plugins_tolerate_the_taints_of_the_gpu_groups() -> None:
     assert expected in values["aws-efa-k8s-device-plugin"]["tolerations"]
     # AND a soft taint needs no toleration
     assert all(t["key"] != "soft" for t in values["nvidia-device-plugin"]["tolerations"])
+
+
+def test_a_local_chart_passes_the_guardrails(tmp_path) -> None:
+    from pathlib import Path
+
+    import aws_cdk as cdk
+
+    from hyperpod_dpd.config import CreateVpc
+    from hyperpod_dpd.infra import EfaNetwork, HyperPodDependencies, HyperPodEksCluster, apply_guardrails
+    from hyperpod_dpd.infra.feature_flags import FEATURE_FLAGS
+    from tests.paths import ROOT
+
+    # GIVEN the dependencies chart from a local directory (an asset the kubectl handler downloads)
+    app = cdk.App(outdir=str(tmp_path), context={
+        **FEATURE_FLAGS, "@aws-cdk/core:enablePartitionLiterals": True,
+        "availability-zones:account=111111111111:region=us-west-2": ["us-west-2a", "us-west-2b"]})
+    stack = cdk.Stack(app, "LocalChart", env=cdk.Environment(account="111111111111", region="us-west-2"))
+    network = EfaNetwork(stack, "Network", gpu_availability_zone="us-west-2a",
+                         create=CreateVpc(availability_zones=("us-west-2a", "us-west-2b")))
+    eks_cluster = HyperPodEksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, cluster_name="c",
+                                     version="1.34", security_group=network.efa_security_group,
+                                     public_access_cidrs=["198.51.100.0/24"])
+    HyperPodDependencies(stack, "Deps", cluster=eks_cluster.cluster, region="us-west-2",
+                         gpu_instance_types=["ml.p5.48xlarge"], local_path=Path(ROOT / "infra/charts/hyperpod-helm-chart"))
+    apply_guardrails(app)
+    # WHEN it synthesizes THEN the asset grant's findings are acknowledged with reasons, nothing else is found
+    app.synth()
