@@ -11,7 +11,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from hyperpod_dpd.config.network import CreateVpc, ExistingVpc
+from hyperpod_dpd.config.network import CreateVpc, ExistingSubnet, ExistingVpc
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import guardrails
 from hyperpod_dpd.infra.arns import arn
@@ -167,6 +167,6 @@ class EfaNetwork(Construct):
             self.efa_security_group = self._efa_security_group(self.vpc)
 
 
-def _route_tables(subnets: Sequence[object]) -> list[str] | None:
+def _route_tables(subnets: Sequence[ExistingSubnet]) -> list[str] | None:
     tables = [s.route_table_id for s in subnets]
-    return tables if all(tables) else None  # type: ignore[return-value]
+    return [t for t in tables if t] if all(tables) else None

@@ -7,6 +7,7 @@ minimum (the inference add-on at ``v1.3.0-eksbuild.1`` or newer for DPD).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -155,11 +156,11 @@ def addon_checks(env: EnvironmentConfig, eks: Any, cluster: EksState | None,
                  installed: dict[str, InstalledAddon] | BaseException | None) -> Iterator[Check]:
     """One row per expected add-on; ``installed`` is None when the cluster does not exist yet."""
     for expected in expected_addons(env):
-        offered = attempt(lambda name=expected.name: offered_versions(eks, name, env.eks.version))
+        offered = attempt(functools.partial(offered_versions, eks, expected.name, env.eks.version))
         parts = [_offered_part(expected, offered, env.eks.version)]
         if isinstance(installed, BaseException):
-            reason, fix = why_unchecked(installed, permission=ADDON_READ_PERMISSIONS)
-            parts.append(_Part(status="warn", text=f"could not read the installed version: {reason}", fix=fix))
+            reason, remedy = why_unchecked(installed, permission=ADDON_READ_PERMISSIONS)
+            parts.append(_Part(status="warn", text=f"could not read the installed version: {reason}", fix=remedy))
         elif installed is not None:
             parts.append(_installed_part(env, expected, installed.get(expected.name)))
         status = _worst(parts)

@@ -3,6 +3,7 @@ endpoint's model prefix holds objects. Weights loaded from another Region are sl
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,7 @@ def _relocate_fix(bucket: str, region: str) -> str:
 def bucket_checks(env: EnvironmentConfig, s3: Any) -> Iterator[Check]:
     for bucket in env.operator.model_buckets:
         name = f"model-bucket:{bucket.name}"
-        yield from guarded(lambda b=bucket, n=name: _bucket_check(env, s3, b, n), names=[name],
+        yield from guarded(functools.partial(_bucket_check, env, s3, bucket, name), names=[name],
                            permission=BUCKET_PERMISSION)
 
 
@@ -60,7 +61,7 @@ def endpoint_model_checks(env: EnvironmentConfig, s3: Any, endpoints: tuple[Endp
         if location is None:
             continue
         name = f"model:{endpoint.name}"
-        yield from guarded(lambda loc=location, n=name: _model_check(env, s3, loc, n), names=[name],
+        yield from guarded(functools.partial(_model_check, env, s3, location, name), names=[name],
                            permission=f"{BUCKET_PERMISSION} on the model bucket")
 
 
