@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import cast
@@ -32,6 +33,11 @@ _LOG_TYPES = {
     "scheduler": eks.ClusterLoggingTypes.SCHEDULER,
 }
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+# Configuration values of the vpc-cni add-on that make its node agent enforce NetworkPolicies, off by default (EKS user
+# guide, "Restrict Pod network traffic with Kubernetes network policies": add-on v1.14.0-eksbuild.3 or later, key
+# "enableNetworkPolicy", the string "true"; network policies need VPC CNI 1.14 or later, below HyperPod's own minimum
+# VPC_CNI_MINIMUM and the pinned versions). The endpoints' router chart renders NetworkPolicies.
+VPC_CNI_NETWORK_POLICY = {"enableNetworkPolicy": "true"}
 
 
 def kubectl_layer(scope: Construct, id: str, version: str):
@@ -83,7 +89,8 @@ class HyperPodEksCluster(Construct):
     * API authentication (hard-coded by ``aws_eks_v2``; HyperPod rejects ``CONFIG_MAP``), no Auto Mode, no
       default capacity: HyperPod brings the GPU nodes, an optional small managed node group runs system pods.
     * ``bootstrap_self_managed_addons`` off, and the core add-ons (``vpc-cni`` >= 1.18.3, ``kube-proxy``, ``coredns``,
-      ``eks-pod-identity-agent``) installed as pinned managed add-ons.
+      ``eks-pod-identity-agent``) installed as pinned managed add-ons; ``vpc-cni`` enforces NetworkPolicies
+      (:data:`VPC_CNI_NETWORK_POLICY`) unless ``network_policy`` is False.
     * Secrets encrypted with a customer-managed KMS key, all control-plane log types on, the IAM OIDC provider
       (the inference add-on's roles use IRSA), the kubectl provider, and admin access entries.
 
@@ -117,6 +124,7 @@ class HyperPodEksCluster(Construct):
         addon_versions: Mapping[str, str] | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
         existing: ExistingEksCluster | None = None,
+        network_policy: bool = True,
     ) -> None:
         # Validation first: bad props leave nothing in the tree.
         self._validate(version, endpoint_access, logging, addon_versions or {})
@@ -153,6 +161,8 @@ class HyperPodEksCluster(Construct):
                 cluster_name=self.cluster.cluster_name,
                 addon_name=addon.name,
                 addon_version=versions[addon.name],
+                configuration_values=json.dumps(VPC_CNI_NETWORK_POLICY)
+                if addon.name == "vpc-cni" and network_policy else None,
                 resolve_conflicts="OVERWRITE",
                 # Deleting the stack must not take the network or DNS away from a cluster that outlives it.
                 preserve_on_delete=True if existing is not None else None,

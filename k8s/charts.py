@@ -15,7 +15,7 @@ from hyperpod_dpd.config.environment import EnvironmentConfig
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.k8s import defaults
 from hyperpod_dpd.k8s.endpoint import DisaggregatedEndpoint
-from hyperpod_dpd.k8s.router import EndpointRouter
+from hyperpod_dpd.k8s.router import EndpointRouter, load_balancer_cidrs
 from hyperpod_dpd.k8s.validation import validate_manifests
 
 DEFAULT_NAMESPACE = "default"
@@ -48,7 +48,7 @@ class EndpointChart(ValidatedChart):
     """
 
     def __init__(self, scope: Construct, id: str, *, endpoint: EndpointConfig, kubernetes_version: str,
-                 operator_version: str = DEFAULT_OPERATOR) -> None:
+                 operator_version: str = DEFAULT_OPERATOR, load_balancer_cidrs: Sequence[str] = ()) -> None:
         super().__init__(scope, id, kubernetes_version=kubernetes_version, namespace=endpoint.namespace,
                          labels={defaults.MANAGED_BY_LABEL: defaults.MANAGED_BY,
                                  defaults.ENDPOINT_LABEL: endpoint.name})
@@ -58,7 +58,7 @@ class EndpointChart(ValidatedChart):
             self.namespace_object = k8s.KubeNamespace(self, "Namespace", metadata=k8s.ObjectMeta(name=endpoint.namespace))
             self.namespace_object.add_json_patch(cdk8s.JsonPatch.remove("/metadata/namespace"))  # cluster-scoped
         self.endpoint = DisaggregatedEndpoint(self, "Endpoint", endpoint=endpoint, operator_version=operator_version)
-        self.router = EndpointRouter(self, "Router", endpoint=endpoint)
+        self.router = EndpointRouter(self, "Router", endpoint=endpoint, load_balancer_cidrs=load_balancer_cidrs)
 
 
 def add_environment_charts(app: cdk8s.App, config: EnvironmentConfig, *,
@@ -76,6 +76,7 @@ def add_environment_charts(app: cdk8s.App, config: EnvironmentConfig, *,
         problems = [p for i, e in enumerate(endpoints) for p in e.issues(merged, f"endpoints[{i}]")]
         if problems:
             raise ConfigError(f"environment {config.name}", problems)
+    balancers = load_balancer_cidrs(config.network)  # the operator's load balancer sends from the VPC's addresses
     return [EndpointChart(app, e.name, endpoint=e.for_environment(config), kubernetes_version=config.eks.version,
-                          operator_version=config.operator.version)
+                          operator_version=config.operator.version, load_balancer_cidrs=balancers)
             for e in endpoints]

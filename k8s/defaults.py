@@ -37,3 +37,42 @@ def router_pod_labels(resource_name: str, namespace: str) -> dict[str, str]:
     A wrong guess selects no pod, so the router NetworkPolicy then has no effect (it fails open, never closed).
     """
     return {"app": f"{resource_name}-{namespace}-router"}
+
+
+# --- NetworkPolicy facts (k8s/router.py; docs/endpoints.md "Network isolation") --------------------------------------
+# A NetworkPolicy matches the port the pod's container listens on, not the Service port (the VPC CNI sees traffic after
+# kube-proxy's DNAT; EKS user guide, "Limit Pod traffic with Kubernetes network policies", Considerations).
+
+# ASSUMPTION: the router container listens on 8000. The operator's router is based on the vLLM production-stack
+# router (DPD blog), whose Helm chart runs it with --port 8000 (vllm-project/production-stack helm/values.yaml,
+# routerSpec.containerPort; the binary's own default is 8001). The AWS docs give only the Service port, 443.
+# `hpdpd status` warns when the live router pods declare other ports.
+ROUTER_CONTAINER_PORT = 8000
+# ASSUMPTION: prefill workers report finished KV transfers to the router on 7500. LMCache's PD sender connects to
+# pd_proxy_host:pd_proxy_port "to inform the proxy when transfer to decoder has been completed" (LMCache
+# docs/source/api_reference/configurations.rst); 7500 is the port of every LMCache PD example
+# (examples/disagg_prefill/1p1d/configs/lmcache-prefiller-config.yaml). The operator's value is undocumented.
+ROUTER_PD_PROXY_PORT = 7500
+# kvaware routing: the LMCache workers report their KV chunks to the router's LMCache controller (PULL socket),
+# production-stack's --lmcache-controller-port, default 9000 (src/vllm_router/parsers/parser.py; its chart declares
+# it as containerPort "lmcache-port"). ASSUMPTION that the operator's router keeps that default.
+LMCACHE_CONTROLLER_PORT = 9000
+# KV-transfer side channels between prefill and decode (ZMQ over TCP; the KV data itself moves over EFA/RDMA, which is
+# not IP traffic): the LMCache receiver (decoder) binds pd_peer_init_port and pd_peer_alloc_port, one per tensor-
+# parallel rank (lists indexed by rank: LMCache lmcache/v1/storage_backend/pd_backend.py, PDConfig), and the sender
+# (prefiller) connects to them. 7300/7400 (+ rank) are LMCache's example values (examples/disagg_prefill/1p1d/configs/
+# lmcache-decoder-pd-with-remote-config.yaml); the operator's are undocumented, so the worker policy admits the
+# endpoint's prefill and decode pods to each other on every port, and these two only describe the flow in the tests.
+LMCACHE_PEER_INIT_PORT = 7300
+LMCACHE_PEER_ALLOC_PORT = 7400
+# Cluster DNS: CoreDNS pods in kube-system carry k8s-app=kube-dns (Kubernetes docs, "Debugging DNS Resolution";
+# the kube-dns Service selects them by it, so the VPC CNI's policy controller also admits the Service's ClusterIP:
+# aws/amazon-network-policy-controller-k8s pkg/resolvers/endpoints.go, getMatchingServiceClusterIPs).
+DNS_NAMESPACE = "kube-system"
+DNS_POD_LABELS = {"k8s-app": "kube-dns"}
+DNS_PORT = 53
+# HTTPS to anywhere: the API server (reached at the `kubernetes` Service ClusterIP, which the VPC CNI sees before
+# DNAT and cannot resolve because that Service has no selector), S3 (model download; the gateway endpoint routes to
+# S3's public prefixes, not VPC addresses), STS (IRSA), CloudWatch / Amazon Managed Prometheus, Hugging Face.
+HTTPS_PORT = 443
+ANYWHERE = "0.0.0.0/0"

@@ -6,8 +6,10 @@ of ``spec.loadBalancer`` and, with ``endpointName``, a SageMaker endpoint. This 
 
 * ``ClientService``: a stable ``ExternalName`` Service ``<name>`` in the endpoint's namespace that points at the
   operator's router Service, so clients keep one address while the IEC name changes with its generation;
-* ``RouterPolicy`` / ``WorkerPolicy``: NetworkPolicies admitting only the declared client namespaces to the router,
-  and only the router, the other DPD role and metrics collection to the prefill and decode pods;
+* ``RouterPolicy`` / ``WorkerPolicy``: NetworkPolicies (ingress and egress) admitting exactly the flows of a DPD
+  endpoint: clients and the load balancer to the router's container port, the prefill workers' transfer reports to the
+  router, the router to the workers, prefill <-> decode KV side channels, metrics collection, DNS and HTTPS out
+  (docs/endpoints.md, "Network isolation", has the table with the source of each port);
 * ``PrefillBudget`` / ``DecodeBudget``: PodDisruptionBudgets so a node drain takes at most ``max_unavailable`` pods
   of a role at a time;
 * ``Ingress`` (optional): exposure of the router outside the cluster with TLS at the load balancer.
@@ -16,23 +18,51 @@ of ``spec.loadBalancer`` and, with ``endpointName``, a SageMaker endpoint. This 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from cdk8s_plus_35 import k8s
 from constructs import Construct
 
 from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE, OBSERVABILITY_NAMESPACE, ROUTER_PORT
 from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig
+from hyperpod_dpd.config.network import NetworkConfig
 from hyperpod_dpd.k8s import defaults
 
 
-def _namespace_peer(namespace: str) -> k8s.NetworkPolicyPeer:
+def _namespace_peer(namespace: str, pods: k8s.LabelSelector | None = None) -> k8s.NetworkPolicyPeer:
+    """The pods of a namespace (all of them, or those ``pods`` selects)."""
     return k8s.NetworkPolicyPeer(
-        namespace_selector=k8s.LabelSelector(match_labels={defaults.NAMESPACE_NAME_LABEL: namespace}))
+        namespace_selector=k8s.LabelSelector(match_labels={defaults.NAMESPACE_NAME_LABEL: namespace}), pod_selector=pods)
 
 
-def _dpd_pods() -> k8s.LabelSelector:
+def _dpd_pods(*roles: DpdRole) -> k8s.LabelSelector:
     return k8s.LabelSelector(match_expressions=[k8s.LabelSelectorRequirement(
-        key=defaults.DPD_ROLE_LABEL, operator="In", values=list(defaults.DPD_ROLES))])
+        key=defaults.DPD_ROLE_LABEL, operator="In", values=list(roles or defaults.DPD_ROLES))])
+
+
+def _tcp(*ports: int) -> list[k8s.NetworkPolicyPort]:
+    return [k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(p), protocol="TCP") for p in ports]
+
+
+def _common_egress() -> list[k8s.NetworkPolicyEgressRule]:
+    """DNS to CoreDNS and HTTPS anywhere (API server, S3, STS, metrics backends), and the observability add-on."""
+    dns = _namespace_peer(defaults.DNS_NAMESPACE, k8s.LabelSelector(match_labels=dict(defaults.DNS_POD_LABELS)))
+    return [
+        k8s.NetworkPolicyEgressRule(to=[dns], ports=[
+            k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(defaults.DNS_PORT), protocol=protocol)
+            for protocol in ("UDP", "TCP")]),
+        k8s.NetworkPolicyEgressRule(to=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=defaults.ANYWHERE))],
+                                    ports=_tcp(defaults.HTTPS_PORT)),
+        k8s.NetworkPolicyEgressRule(to=[_namespace_peer(OBSERVABILITY_NAMESPACE)]),
+    ]
+
+
+def load_balancer_cidrs(network: NetworkConfig) -> tuple[str, ...]:
+    """The VPC CIDR, where the operator's load balancer (and an Ingress's ALB) has its addresses.
+
+    Not the GPU subnet's secondary CIDR: HyperPod nodes and their pods live there, and no load balancer does.
+    """
+    return (network.create.cidr,) if network.create else (network.existing.cidr,) if network.existing else ()
 
 
 class EndpointRouter(Construct):
@@ -42,11 +72,16 @@ class EndpointRouter(Construct):
     (documented), and ``app=<iec>-<namespace>-router`` on router pods (assumed; see ``defaults.router_pod_labels``).
     Because the documented pod label does not name the endpoint, the environment allows one DPD endpoint per
     namespace, so these selectors never span two endpoints.
+
+    ``load_balancer_cidrs`` are admitted to the router's container port besides ``router.allowed_cidrs``: the VPC
+    CIDR, where the operator's load balancer sends from (:func:`load_balancer_cidrs` of the environment's network).
     """
 
-    def __init__(self, scope: Construct, id: str, *, endpoint: EndpointConfig) -> None:
+    def __init__(self, scope: Construct, id: str, *, endpoint: EndpointConfig,
+                 load_balancer_cidrs: Sequence[str] = ()) -> None:
         super().__init__(scope, id)
         self.endpoint = endpoint
+        self.external_cidrs = tuple(dict.fromkeys((*load_balancer_cidrs, *endpoint.router.allowed_cidrs)))
         e = endpoint
         self.client_service = k8s.KubeService(
             self, "ClientService",
@@ -69,31 +104,53 @@ class EndpointRouter(Construct):
                     or defaults.router_pod_labels(self.endpoint.resource_name, self.endpoint.namespace))
 
     def _router_policy(self) -> k8s.KubeNetworkPolicy:
+        """Router pods: clients and the load balancer on the container port, the endpoint's prefill pods on the PD
+        proxy port (and every worker on the LMCache controller port with kvaware), metrics collection; out to the
+        endpoint's workers, DNS, HTTPS and the observability add-on."""
         e = self.endpoint
-        peers = [_namespace_peer(ns) for ns in e.client_namespaces]
-        peers += [k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=cidr)) for cidr in e.router.allowed_cidrs]
+        clients = [_namespace_peer(ns) for ns in e.client_namespaces]
+        clients += [k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=cidr)) for cidr in self.external_cidrs]
+        ingress = [
+            k8s.NetworkPolicyIngressRule(from_=clients, ports=_tcp(defaults.ROUTER_CONTAINER_PORT)),
+            k8s.NetworkPolicyIngressRule(from_=[_namespace_peer(e.namespace, _dpd_pods("prefill"))],
+                                         ports=_tcp(defaults.ROUTER_PD_PROXY_PORT)),
+        ]
+        if e.routing.strategy == "kvaware":
+            ingress.append(k8s.NetworkPolicyIngressRule(from_=[_namespace_peer(e.namespace, _dpd_pods())],
+                                                        ports=_tcp(defaults.LMCACHE_CONTROLLER_PORT)))
+        ingress.append(k8s.NetworkPolicyIngressRule(from_=[_namespace_peer(OBSERVABILITY_NAMESPACE)]))
         return k8s.KubeNetworkPolicy(
             self, "RouterPolicy",
             metadata=k8s.ObjectMeta(name=f"{e.name}-{e.namespace}-router", namespace=INFERENCE_NAMESPACE),
             spec=k8s.NetworkPolicySpec(
                 pod_selector=k8s.LabelSelector(match_labels=self.router_pod_labels),
-                policy_types=["Ingress"],
-                ingress=[k8s.NetworkPolicyIngressRule(
-                    from_=peers,
-                    ports=[k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(ROUTER_PORT), protocol="TCP")])]))
+                policy_types=["Ingress", "Egress"],
+                ingress=ingress,
+                egress=[k8s.NetworkPolicyEgressRule(to=[_namespace_peer(e.namespace, _dpd_pods())]), *_common_egress()]))
 
     def _worker_policy(self) -> k8s.KubeNetworkPolicy:
+        """Prefill and decode pods: the router, each other and metrics collection on any port; out to each other,
+        the router's reporting ports, DNS, HTTPS and the observability add-on.
+
+        The router pods' labels are an assumption, so the operator's namespace is the router's peer here: a wrong
+        guess must not cut the router off its workers. Between prefill and decode every port is open because the
+        LMCache/NIXL side-channel ports (one per tensor-parallel rank) are set by the operator and undocumented.
+        """
         e = self.endpoint
-        # The router pods' labels are an assumption, so the operator's namespace is admitted as a whole; prefill <->
-        # decode admits LMCache/NIXL control traffic (the RDMA data path over EFA is not IP traffic).
-        peers = [_namespace_peer(INFERENCE_NAMESPACE), k8s.NetworkPolicyPeer(pod_selector=_dpd_pods()),
-                 _namespace_peer(OBSERVABILITY_NAMESPACE)]
-        peers += [k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=cidr)) for cidr in e.router.allowed_cidrs]
+        router_ports = [defaults.ROUTER_PD_PROXY_PORT]
+        if e.routing.strategy == "kvaware":
+            router_ports.append(defaults.LMCACHE_CONTROLLER_PORT)
+        workers = k8s.NetworkPolicyPeer(pod_selector=_dpd_pods())
         return k8s.KubeNetworkPolicy(
             self, "WorkerPolicy",
             metadata=k8s.ObjectMeta(name=f"{e.name}-dpd-workers", namespace=e.namespace),
-            spec=k8s.NetworkPolicySpec(pod_selector=_dpd_pods(), policy_types=["Ingress"],
-                                       ingress=[k8s.NetworkPolicyIngressRule(from_=peers)]))
+            spec=k8s.NetworkPolicySpec(
+                pod_selector=_dpd_pods(), policy_types=["Ingress", "Egress"],
+                ingress=[k8s.NetworkPolicyIngressRule(from_=[_namespace_peer(INFERENCE_NAMESPACE), workers,
+                                                             _namespace_peer(OBSERVABILITY_NAMESPACE)])],
+                egress=[k8s.NetworkPolicyEgressRule(to=[workers]),
+                        k8s.NetworkPolicyEgressRule(to=[_namespace_peer(INFERENCE_NAMESPACE)], ports=_tcp(*router_ports)),
+                        *_common_egress()]))
 
     def _budget(self, role: DpdRole, id: str) -> k8s.KubePodDisruptionBudget:
         e = self.endpoint

@@ -4,6 +4,11 @@ Everything the stacks need from the cluster is written down here: its name and K
 provider (IRSA trust of the inference operator's roles), the cluster security group (HyperPod nodes join it), and
 an IAM role with cluster-admin access that the kubectl provider's Lambda handler runs as (it applies the Helm charts
 and manifests). The toolkit never takes over the cluster's core add-ons unless they are listed in ``manage_addons``.
+
+The endpoints' NetworkPolicies take effect only where the vpc-cni add-on runs with ``enableNetworkPolicy: "true"``.
+The toolkit sets that on the add-ons it manages; on an adopted cluster it cannot, so endpoints with NetworkPolicies
+are refused there unless ``network_policy_enforced`` says the cluster enforces them (or ``manage_addons`` lists
+``vpc-cni``), or the endpoints drop the policies (``router.network_policy: false``).
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ class ExistingEksCluster(Model):
     kubectl_private_subnet_ids: tuple[SubnetId, ...] = ()
     kubectl_security_group_id: SecurityGroupId | None = None
     manage_addons: tuple[CoreAddonName, ...] = Field(default=())
+    # The cluster's vpc-cni add-on already enforces NetworkPolicies (configuration value enableNetworkPolicy "true").
+    network_policy_enforced: bool = False
 
     @property
     def oidc_issuer(self) -> str:
@@ -103,3 +110,17 @@ class ExistingEksCluster(Model):
             yield Issue(join(path, "kubectl_private_subnet_ids"), list(self.kubectl_private_subnet_ids), "lists a subnet twice")
         if len(set(self.manage_addons)) != len(self.manage_addons):
             yield Issue(join(path, "manage_addons"), list(self.manage_addons), "lists an add-on twice")
+        yield from self._network_policy_issues(root, path)
+
+    def _network_policy_issues(self, root: Any, path: str) -> Iterator[Issue]:
+        """Endpoints whose NetworkPolicies nothing would enforce: refused, with the three ways out."""
+        if self.network_policy_enforced or "vpc-cni" in self.manage_addons:
+            return
+        unenforced = [i for i, e in enumerate(getattr(root, "endpoints", None) or ()) if e.router.network_policy]
+        if unenforced:
+            where = ", ".join(f"endpoints[{i}]" for i in unenforced)
+            verb = "renders" if len(unenforced) == 1 else "render"
+            yield Issue(join(path, "network_policy_enforced"), False,
+                        f"{where} {verb} NetworkPolicies, which the adopted cluster enforces only if its vpc-cni add-on "
+                        "has the configuration value enableNetworkPolicy \"true\": set that and this key to true, list "
+                        "vpc-cni in manage_addons (hyperpod-dpd then sets it), or set router.network_policy: false there")

@@ -27,6 +27,7 @@ from hyperpod_dpd.catalogue.operator import (
     supports,
 )
 from hyperpod_dpd.config.base import join
+from hyperpod_dpd.config.capacity import ratio_issues, role_capacity_issues
 from hyperpod_dpd.config.endpoint_pods import (
     BLOCKING_EFFECTS,
     TOLERATIONS_RELEASE,
@@ -85,7 +86,10 @@ def _local_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
         elif gpus % e.tensor_parallel_size:
             yield Issue(join(path, "tensor_parallel_size"), e.tensor_parallel_size,
                         f"must divide the {gpus} GPUs of {e.instance_type}; allowed: {divisors}")
-    yield from _decode_issues(e, path)
+    decode = list(_decode_issues(e, path))
+    yield from decode
+    if not decode:  # the prefill:decode ratio, unless the decoders themselves are refused (root cause alone)
+        yield from ratio_issues(e, path)
     if e.routing.strategy == "kvaware" and e.invocation_path.strip("/") not in KVAWARE_INVOCATION_PATHS:
         yield Issue(join(path, "invocation_path"), e.invocation_path,
                     "routing strategy 'kvaware' supports only the completions API; use '/completions' "
@@ -201,10 +205,8 @@ def _group_issues(e: EndpointConfig, root: Any, path: str) -> Iterator[Issue]:
                 yield Issue(join(path, f"{role}.replicas"), config.replicas,
                             f"needs {_nodes(nodes)} of instance group '{group.name}', which is parked (count 0); set "
                             "the group's count, or remove the endpoint while the group is parked")
-            elif per_node and nodes > group.count:
-                yield Issue(join(path, f"{role}.replicas"), config.replicas,
-                            f"needs {nodes} nodes ({per_node} pod(s) of {e.gpus_per_pod} GPUs per node), but "
-                            f"instance group '{group.name}' has count {group.count}")
+            else:  # replicas, then autoscaling.max_replicas, against count or autoscaling.max_nodes
+                yield from role_capacity_issues(e, role, group, path)
 
 
 def _role_only_issues(e: EndpointConfig, role: DpdRole, groups: tuple[InstanceGroup, ...],
@@ -290,10 +292,6 @@ def endpoint_warnings(e: EndpointConfig) -> list[Issue]:
         found.append(Issue("lmcache.mode", "MultiProcess",
                            f"needs LMCache {LMCACHE_MULTIPROCESS_MINIMUM} or later; hyperpod-dpd cannot tell which "
                            f"LMCache {image} ships: check it, or use mode 'InProcess'"))
-    router = e.router
-    if e.sagemaker_endpoint_name and router.network_policy and not router.allowed_cidrs:
-        found.append(Issue("router.allowed_cidrs", [],
-                           "a SageMaker endpoint reaches the model through the operator's load balancer; if that "
-                           "targets the router, the router NetworkPolicy blocks it unless the load balancer's "
-                           "addresses (e.g. the VPC CIDR) are listed here"))
+    # The router NetworkPolicy admits the VPC's addresses, where the operator's load balancer (and so a SageMaker
+    # endpoint) sends from (k8s.router.load_balancer_cidrs), so a SageMaker endpoint needs no router.allowed_cidrs.
     return found

@@ -8,6 +8,7 @@ from typing import Any
 
 import cdk8s
 import pytest
+
 from hyperpod_dpd.config.endpoints import EndpointConfig, parse_endpoint
 
 BASE_ENDPOINT: dict[str, Any] = {

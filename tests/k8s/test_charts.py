@@ -12,6 +12,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+
 from hyperpod_dpd.config import EnvironmentConfig, load_all
 from hyperpod_dpd.config.endpoints import EndpointConfig, parse_endpoint
 from hyperpod_dpd.errors import ConfigError, ConfigWarning

@@ -8,6 +8,7 @@ from typing import Any
 
 import cdk8s
 import pytest
+
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.errors import ConfigError, ConfigWarning

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from hyperpod_dpd.config import load_all
 from hyperpod_dpd.k8s.gitops import main, render_environment, write_manifests
 

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from hyperpod_dpd.k8s.imports.com.amazon.aws.sagemaker import inference as iec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import cdk8s
 import pytest
+
 from hyperpod_dpd.config.endpoints import EndpointConfig
-from hyperpod_dpd.k8s.router import EndpointRouter
+from hyperpod_dpd.config.network import CreateVpc, ExistingSubnet, ExistingVpc, NetworkConfig
+from hyperpod_dpd.errors import ConfigWarning
+from hyperpod_dpd.k8s import defaults
+from hyperpod_dpd.k8s.router import EndpointRouter, load_balancer_cidrs
 
 Manifest = dict[str, Any]
 Find = Callable[[list[Manifest], str, str], Manifest]
@@ -63,26 +68,92 @@ def test_client_service_is_a_stable_alias_of_the_operators_router_service(
         "ports": [{"name": "http", "port": 443, "protocol": "TCP"}]}
 
 
-def test_router_policy_admits_only_the_endpoint_namespace_by_default(
-        plain: list[Manifest], plain_endpoint: EndpointConfig, find: Find) -> None:
-    spec = find(plain, "NetworkPolicy", "llama-llm-router")["spec"]
+DPD_PODS = {"matchExpressions": [{"key": "inference.sagemaker.aws.amazon.com/dpd-role", "operator": "In",
+                                  "values": ["prefill", "decode"]}]}
+PREFILL_PODS = {"matchExpressions": [{"key": "inference.sagemaker.aws.amazon.com/dpd-role", "operator": "In",
+                                      "values": ["prefill"]}]}
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}
+
+
+# What both roles send outside the endpoint: DNS to CoreDNS, HTTPS anywhere, the observability add-on.
+COMMON_EGRESS = [
+    {"to": [{**_namespace("kube-system"), "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+     "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]},
+    {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"port": 443, "protocol": "TCP"}]},
+    {"to": [_namespace("hyperpod-observability")]},
+]
+
+
+def test_router_policy_isolates_the_router_and_admits_its_flows(
+        synth: Callable[..., list[Manifest]], plain_endpoint: EndpointConfig, find: Find) -> None:
+    # GIVEN the default endpoint rendered with the VPC CIDR as the load balancer's addresses
+    manifests = synth(lambda chart: EndpointRouter(chart, "Router", endpoint=plain_endpoint,
+                                                   load_balancer_cidrs=["10.192.0.0/16"]))
+    spec = find(manifests, "NetworkPolicy", "llama-llm-router")["spec"]
+    # THEN the router pods are isolated both ways
     assert spec["podSelector"] == {"matchLabels": {"app": f"{plain_endpoint.resource_name}-llm-router"}}
-    assert spec["policyTypes"] == ["Ingress"]
-    assert spec["ingress"] == [{
-        "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "llm"}}}],
-        "ports": [{"port": 443, "protocol": "TCP"}]}]
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    # AND the endpoint's namespace and the load balancer reach the container port (not the Service's 443), the
+    # prefill pods the PD proxy port, metrics collection any port
+    assert spec["ingress"] == [
+        {"from": [_namespace("llm"), {"ipBlock": {"cidr": "10.192.0.0/16"}}], "ports": [{"port": 8000, "protocol": "TCP"}]},
+        {"from": [{**_namespace("llm"), "podSelector": PREFILL_PODS}], "ports": [{"port": 7500, "protocol": "TCP"}]},
+        {"from": [_namespace("hyperpod-observability")]},
+    ]
+    # AND the router sends to the endpoint's workers, DNS, HTTPS and the observability add-on only
+    assert spec["egress"] == [{"to": [{**_namespace("llm"), "podSelector": DPD_PODS}]}, *COMMON_EGRESS]
 
 
 def test_worker_policy_admits_the_router_namespace_the_other_role_and_metrics(plain: list[Manifest], find: Find) -> None:
-    dpd_pods = {"matchExpressions": [{"key": "inference.sagemaker.aws.amazon.com/dpd-role", "operator": "In",
-                                      "values": ["prefill", "decode"]}]}
     spec = find(plain, "NetworkPolicy", "llama-dpd-workers")["spec"]
-    assert spec["podSelector"] == dpd_pods
+    assert spec["podSelector"] == DPD_PODS
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
     assert spec["ingress"] == [{"from": [
-        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "hyperpod-inference-system"}}},
-        {"podSelector": dpd_pods},
-        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "hyperpod-observability"}}},
-    ]}]
+        _namespace("hyperpod-inference-system"), {"podSelector": DPD_PODS}, _namespace("hyperpod-observability")]}]
+    assert spec["egress"] == [
+        {"to": [{"podSelector": DPD_PODS}]},
+        {"to": [_namespace("hyperpod-inference-system")], "ports": [{"port": 7500, "protocol": "TCP"}]},
+        *COMMON_EGRESS]
+
+
+def test_kvaware_routing_opens_the_lmcache_controller_port_of_the_router(
+        synth: Callable[..., list[Manifest]], make_endpoint: Callable[..., EndpointConfig], find: Find) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)  # kvaware on the documented images
+        endpoint = make_endpoint(namespace="llm", routing={"strategy": "kvaware"}, invocation_path="v1/completions")
+    manifests = _router(synth, endpoint)
+    router = find(manifests, "NetworkPolicy", "llama-llm-router")["spec"]
+    assert {"from": [{**_namespace("llm"), "podSelector": DPD_PODS}],
+            "ports": [{"port": 9000, "protocol": "TCP"}]} in router["ingress"]
+    workers = find(manifests, "NetworkPolicy", "llama-dpd-workers")["spec"]
+    assert workers["egress"][1]["ports"] == [{"port": 7500, "protocol": "TCP"}, {"port": 9000, "protocol": "TCP"}]
+
+
+def test_network_policy_ports_and_labels_are_pinned() -> None:
+    # Undocumented operator facts (k8s/defaults.py has the source or the assumption of each): a change must be
+    # deliberate, because a wrong port cuts a flow once the VPC CNI enforces the policies.
+    assert (defaults.ROUTER_CONTAINER_PORT, defaults.ROUTER_PD_PROXY_PORT, defaults.LMCACHE_CONTROLLER_PORT) == (8000, 7500, 9000)
+    assert (defaults.LMCACHE_PEER_INIT_PORT, defaults.LMCACHE_PEER_ALLOC_PORT) == (7300, 7400)
+    assert (defaults.DNS_NAMESPACE, defaults.DNS_POD_LABELS, defaults.DNS_PORT) == ("kube-system", {"k8s-app": "kube-dns"}, 53)
+    assert (defaults.HTTPS_PORT, defaults.ANYWHERE) == (443, "0.0.0.0/0")
+    assert defaults.router_pod_labels("llama-9b9be6", "llm") == {"app": "llama-9b9be6-llm-router"}
+
+
+def test_the_load_balancer_sends_from_the_vpc_cidr_of_a_created_or_adopted_network() -> None:
+    created = NetworkConfig(gpu_availability_zone="us-west-2a",
+                            create=CreateVpc(availability_zones=("us-west-2a", "us-west-2b"), cidr="10.50.0.0/16"))
+    subnet = {"availability_zone": "us-west-2a"}
+    adopted = NetworkConfig(gpu_availability_zone="us-west-2a", existing=ExistingVpc(
+        vpc_id="vpc-0a1b2c3d4e5f60718", cidr="10.20.0.0/16",
+        private_subnets=(ExistingSubnet(subnet_id="subnet-0a1b2c3d4e5f60001", **subnet),
+                         ExistingSubnet(subnet_id="subnet-0a1b2c3d4e5f60002", availability_zone="us-west-2b")),
+        gpu_subnet=ExistingSubnet(subnet_id="subnet-0a1b2c3d4e5f60003", **subnet)))
+    # THEN the VPC CIDR, never the GPU subnet's block where HyperPod nodes and their pods live
+    assert load_balancer_cidrs(created) == ("10.50.0.0/16",)
+    assert load_balancer_cidrs(adopted) == ("10.20.0.0/16",)
 
 
 def test_budgets_cover_each_role_one_pod_at_a_time_by_default(plain: list[Manifest], find: Find) -> None:
@@ -101,8 +172,9 @@ def test_declared_client_namespaces_cidrs_and_router_labels_shape_the_router_pol
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "batch"}}},
         {"ipBlock": {"cidr": "10.192.0.0/16"}},
     ]
+    # AND the workers do not take the declared CIDRs: a load balancer reaches the router, never a worker
     workers = find(exposed, "NetworkPolicy", "llama-dpd-workers")["spec"]["ingress"][0]["from"]
-    assert workers[-1] == {"ipBlock": {"cidr": "10.192.0.0/16"}}
+    assert not [peer for peer in workers if "ipBlock" in peer]
 
 
 def test_budgets_take_per_role_max_unavailable(exposed: list[Manifest], find: Find) -> None:

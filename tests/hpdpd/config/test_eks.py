@@ -11,7 +11,7 @@ import pytest
 
 from hyperpod_dpd.config import EnvironmentConfig, parse_environment
 from hyperpod_dpd.config.eks_existing import partition_of
-from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.errors import ConfigError, render_value
 
 OIDC_ARN = "arn:aws:iam::111111111111:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/0123456789ABCDEF0123456789ABCDEF"
 EXISTING: dict[str, Any] = {
@@ -20,6 +20,7 @@ EXISTING: dict[str, Any] = {
     "oidc_provider_arn": OIDC_ARN,
     "kubectl_role_arn": "arn:aws:iam::111111111111:role/platform/eks-kubectl",
     "cluster_security_group_id": "sg-0123456789abcdef0",
+    "network_policy_enforced": True,  # dev's endpoint renders NetworkPolicies (test_eks_network_policy.py)
 }
 
 
@@ -164,3 +165,65 @@ def test_each_problem_is_one_line_naming_the_keys(base_configs, case: str) -> No
     (line,) = str(raised.value).splitlines()
     assert line.startswith("dev.yaml: eks.")
     assert expected in line
+
+
+# -- eks.operations_principals: the roles that run verify, smoke and rollout inside the cluster -----------------------
+
+CHECKS_ROLE = "arn:aws:iam::111111111111:role/hpdpd-pipeline-checks"
+
+
+def _operations(*principals: Any, admin: tuple[str, ...] = ()) -> Callable[[dict[str, Any]], None]:
+    def mutate(data: dict[str, Any]) -> None:
+        data["eks"]["operations_principals"] = list(principals)
+        if admin:
+            data["eks"]["admin_principals"] = list(admin)
+    return mutate
+
+
+def test_operations_principals_default_to_none_and_accept_roles_of_any_account_with_paths(base_configs) -> None:
+    # GIVEN dev as committed THEN nobody has operations access
+    assert _parse(base_configs, lambda data: None).eks.operations_principals == ()
+    # AND roles with a path, of another account (STANDARD access entries may be cross-account), are accepted, on a
+    # created and on an adopted cluster alike
+    roles = (CHECKS_ROLE, "arn:aws:iam::222222222222:role/platform/sre-operations")
+    assert _parse(base_configs, _operations(*roles)).eks.operations_principals == roles
+    adopted = _parse(base_configs, lambda data: (_adopt()(data), _operations(*roles)(data)))
+    assert adopted.eks.existing is not None and adopted.eks.operations_principals == roles
+
+
+OPERATIONS_ERRORS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "a user instead of a role": (
+        _operations("arn:aws:iam::111111111111:user/ops"),
+        "dev.yaml: eks.operations_principals[0]: 'arn:aws:iam::111111111111:user/ops': must be an IAM role ARN such as "
+        "'arn:aws:iam::111111111111:role/hpdpd-pipeline-checks' (names of at most 64 characters)"),
+    "an assumed-role session": (
+        _operations("arn:aws:sts::111111111111:assumed-role/ops/session"),
+        "dev.yaml: eks.operations_principals[0]: 'arn:aws:sts::111111111111:assumed-role/ops/session': must be an IAM "
+        "role ARN such as 'arn:aws:iam::111111111111:role/hpdpd-pipeline-checks' (names of at most 64 characters)"),
+    "a role name of 65 characters": (
+        _operations("arn:aws:iam::111111111111:role/" + "r" * 65),
+        f"dev.yaml: eks.operations_principals[0]: {render_value('arn:aws:iam::111111111111:role/' + 'r' * 65)}: must "
+        "be an IAM role ARN such as 'arn:aws:iam::111111111111:role/hpdpd-pipeline-checks' (names of at most 64 characters)"),
+    "a role of another partition": (
+        _operations("arn:aws-cn:iam::111111111111:role/ops"),
+        "dev.yaml: eks.operations_principals[0]: 'arn:aws-cn:iam::111111111111:role/ops': must be in partition 'aws' "
+        "(the partition of region us-west-2)"),
+    "a role listed twice": (
+        _operations(CHECKS_ROLE, CHECKS_ROLE),
+        f"dev.yaml: eks.operations_principals[1]: '{CHECKS_ROLE}': listed twice (first at operations_principals[0]); "
+        "an IAM principal has one access entry"),
+    "a role that is also an admin": (
+        _operations(CHECKS_ROLE, admin=(CHECKS_ROLE,)),
+        f"dev.yaml: eks.operations_principals[0]: '{CHECKS_ROLE}': is also in eks.admin_principals (cluster admin); "
+        "an IAM principal has one access entry: list it in one of the two"),
+}
+
+
+@pytest.mark.parametrize("case", list(OPERATIONS_ERRORS))
+def test_a_bad_operations_principal_is_one_line(base_configs, case: str) -> None:
+    mutate, expected = OPERATIONS_ERRORS[case]
+    # GIVEN dev with one bad operations role WHEN it is parsed
+    with pytest.raises(ConfigError) as raised:
+        _parse(base_configs, mutate)
+    # THEN exactly one line: the file, the key with its index, the value and what it must be
+    assert str(raised.value).splitlines() == [expected]

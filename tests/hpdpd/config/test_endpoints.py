@@ -257,9 +257,14 @@ WARNINGS: dict[str, tuple[dict[str, Any], str, str]] = {
     "kvaware on the documented images": (
         {"routing": {"strategy": "kvaware"}, "invocation_path": "/completions"}, "routing.strategy",
         "needs vLLM >= 0.19.1, but the documented DPD images ship vLLM 0.19.0"),
-    "SageMaker endpoint behind the router NetworkPolicy": (
-        {"sagemaker_endpoint_name": "llama"}, "router.allowed_cidrs", "the router NetworkPolicy blocks it"),
 }
+
+
+def test_a_sagemaker_endpoint_needs_no_router_cidrs() -> None:
+    # GIVEN an endpoint reached through a SageMaker endpoint (the operator's load balancer, in the VPC)
+    endpoint = parse_endpoint(minimal(sagemaker_endpoint_name="llama"))
+    # THEN no warning: the router NetworkPolicy admits the VPC's addresses (tests/k8s/test_charts.py)
+    assert [w for w in endpoint.warnings() if w.path.startswith("router")] == []
 
 
 @pytest.mark.parametrize("case", sorted(WARNINGS))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from hyperpod_dpd.infra.guardrails.rules import Settings
 
+from hyperpod_dpd.infra.guardrails.rules import Settings
 from tests.infra.guardrails.conftest import first, run
 
 
@@ -30,7 +30,11 @@ def test_unencrypted_secrets_fire_eks2(view) -> None:
 
 
 def test_open_endpoint_fires_eks3_in_production_only(view) -> None:
-    stage = view("dev")  # dev's endpoint is public and open
+    # GIVEN dev's public endpoint opened to the internet
+    stage = view("dev")
+    access = first(stage, "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]
+    access["PublicAccessCidrs"] = ["0.0.0.0/0"]
+    # THEN only a production environment is told to restrict it
     assert run("HPDPD-EKS3", stage, Settings(production=False)) == []
     (finding,) = run("HPDPD-EKS3", stage, Settings(production=True))
     assert "0.0.0.0/0" in finding.detail
