@@ -6,7 +6,8 @@ total parameters decide memory and weight traffic, the active parameters decide 
 ``tests/hpdpd/catalogue/test_models.py`` recounts the parameters from the architecture and checks them against the
 published figures.
 
-All weights and KV caches are BF16 (2 bytes per element), as the models are published.
+The models are published in BF16 (2 bytes per weight and per KV element); :meth:`ModelSpec.with_precision` gives
+the same model served with FP8 or FP4 weights or KV cache (the byte counts live in ``PRECISION_BYTES``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
+
+# Bytes per element of each serving precision. FP4 is NVFP4: 4-bit E2M1 values plus one FP8 (E4M3) scale per block of
+# 16 values, i.e. 4.5 bits per element (NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision
+# Inference", developer blog, 2025-06-24). FP8 is E4M3 with per-tensor scales (vLLM --quantization fp8 /
+# --kv-cache-dtype fp8), whose scales are negligible.
+PRECISION_BYTES: Mapping[str, float] = MappingProxyType({"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625})
 
 
 @dataclass(frozen=True)
@@ -38,9 +45,11 @@ class ModelSpec:
     source: str
     experts: int = 0
     experts_per_token: int = 0
-    bytes_per_param: int = 2
-    kv_bytes_per_element: int = 2
+    bytes_per_param: float = 2.0
+    kv_bytes_per_element: float = 2.0
     qkv_bias: bool = False
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
 
     @property
     def is_moe(self) -> bool:
@@ -51,15 +60,23 @@ class ModelSpec:
         """A DNS-1123 label derived from the key (``Llama-3.3-70B`` -> ``llama-3-3-70b``)."""
         return re.sub(r"[^a-z0-9]+", "-", self.key.lower()).strip("-")[:63].rstrip("-")
 
+    def with_precision(self, *, weights: str = "bf16", kv: str = "bf16") -> ModelSpec:
+        """The same model served with ``weights`` and ``kv`` precision (``bf16``, ``fp8`` or ``fp4``)."""
+        for dtype in (weights, kv):
+            if dtype not in PRECISION_BYTES:
+                raise ValueError(f"unknown precision {dtype!r}; known: {', '.join(PRECISION_BYTES)}")
+        return replace(self, bytes_per_param=PRECISION_BYTES[weights], kv_bytes_per_element=PRECISION_BYTES[kv],
+                       weight_dtype=weights, kv_dtype=kv)
+
     @property
     def kv_bytes_per_token(self) -> int:
-        """K and V of every layer for one token: 2 x layers x KV heads x head dim x bytes."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * self.kv_bytes_per_element
+        """K and V of every layer for one token: 2 x layers x KV heads x head dim x bytes (whole for every model)."""
+        return round(2 * self.layers * self.kv_heads * self.head_dim * self.kv_bytes_per_element)
 
     def kv_bytes_per_token_per_rank(self, tensor_parallel: int) -> int:
         """What one tensor-parallel rank holds; KV heads are sharded, and replicated when TP exceeds them (vLLM)."""
         heads = math.ceil(self.kv_heads / tensor_parallel)
-        return 2 * self.layers * heads * self.head_dim * self.kv_bytes_per_element
+        return round(2 * self.layers * heads * self.head_dim * self.kv_bytes_per_element)
 
     @property
     def weight_bytes(self) -> float:

@@ -9,15 +9,18 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, InstanceSpec
 from hyperpod_dpd.catalogue.models import MODELS, ModelSpec, model
 from hyperpod_dpd.catalogue.operator import MAX_DECODE_REPLICAS
-from hyperpod_dpd.cli.output import print_json, print_table
+from hyperpod_dpd.cli.output import print_json
+from hyperpod_dpd.cli.plan_report import print_report
 from hyperpod_dpd.errors import MISSING, ConfigError
 
 GIB = 1024**3
+DEFAULT_SWEEP = "1,2,4,8,16,32,64"
+PLOT_FORMATS = (".png", ".svg")
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -27,18 +30,29 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                     "recommend the prefill:decode ratio, routing threshold, PD_BUFFER_SIZE and tensor parallelism.")
     parser.add_argument("--model", help=f"model: {', '.join(MODELS)}")
     parser.add_argument("--instance", help="instance type, e.g. ml.p5.48xlarge (default with --env: its GPU groups')")
-    parser.add_argument("--input-tokens", metavar="N", help="prompt tokens: N, N,M or N:weight,M:weight")
-    parser.add_argument("--output-tokens", metavar="N", help="output tokens: N, N,M or N:weight,M:weight")
+    parser.add_argument("--input-tokens", metavar="N", help="prompt tokens: N, N,M, N:weight,M:weight, MEAN~SPREAD or "
+                        "p50=N,p90=M,p99=K")
+    parser.add_argument("--output-tokens", metavar="N", help="output tokens, in the same forms as --input-tokens")
     parser.add_argument("--concurrency", metavar="C,...", help="closed-loop concurrent requests, e.g. 8,16,32")
     parser.add_argument("--request-rate", metavar="R,...", help="open-loop requests per second, instead of concurrency")
     parser.add_argument("--prefill-nodes", metavar="P", help="prefill nodes (default: recommended, or --env's)")
     parser.add_argument("--decode-nodes", metavar="D", help=f"decode nodes (default 1; the operator supports "
                                                             f"{MAX_DECODE_REPLICAS})")
     parser.add_argument("--baseline-nodes", metavar="B", help="nodes of the colocated baseline (default P + D)")
+    parser.add_argument("--dtype", metavar="D", help="weight precision: bf16 (default), fp8, fp4 (B200/B300)")
+    parser.add_argument("--kv-dtype", metavar="D", help="KV-cache precision: bf16 (default), fp8, fp4 (B200/B300)")
+    parser.add_argument("--prefix-hit-rate", metavar="F", help="share of prompt tokens served from the prefix cache, "
+                        "0 to 0.99 (default 0)")
+    parser.add_argument("--max-model-len", metavar="N", help="the deployed --max-model-len (default: recommended)")
+    parser.add_argument("--ttft-slo-ms", metavar="MS", help="time-to-first-token target; requests above it miss the SLA")
+    parser.add_argument("--tpot-slo-ms", metavar="MS", help="time-per-output-token target (a request's mean ITL)")
+    parser.add_argument("--sweep", metavar="C,...", nargs="?", const=DEFAULT_SWEEP,
+                        help=f"also predict both modes over these loads and print the table (default {DEFAULT_SWEEP})")
     parser.add_argument("--env", metavar="NAME", help="check the layout against <config-dir>/NAME.yaml's instance groups")
     parser.add_argument("--config-dir", metavar="DIR", help="directory of environment files (default: $HPDPD_CONFIG_DIR, "
                         "else ./config)")
-    parser.add_argument("--plot", metavar="FILE.png", help="draw TTFT and TPOT against load for both modes")
+    parser.add_argument("--plot", metavar="FILE", help="draw TTFT, TPOT (P50, P99), throughput and goodput against load "
+                        "for both modes over the sweep, as .png or .svg (needs the hyperpod-dpd[plot] extra)")
     parser.add_argument("--emit-endpoint", action="store_true",
                         help="print only the endpoints: block for config/*.yaml, ready to paste")
     parser.set_defaults(func=run)
@@ -65,6 +79,42 @@ def _positive_int(flag: str, value: str | None) -> int | None:
     if number < 1:
         raise _fail(flag, value, "must be at least 1")
     return number
+
+
+def _fraction(flag: str, value: str | None) -> float:
+    if value is None:
+        return 0.0
+    try:
+        number = float(value)
+    except ValueError:
+        raise _fail(flag, value, "must be a number from 0 to 0.99") from None
+    if not 0.0 <= number < 1.0:
+        raise _fail(flag, value, "must be at least 0 and below 1")
+    return number
+
+
+def _milliseconds(flag: str, value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise _fail(flag, value, "must be a number of milliseconds") from None
+    if not number > 0 or number == float("inf"):
+        raise _fail(flag, value, "must be a positive number of milliseconds")
+    return number / 1e3
+
+
+def _dtype(flag: str, value: str | None, instance: InstanceSpec) -> str:
+    from hyperpod_dpd.planner.precision import precision_problem
+
+    if value is None:
+        return "bf16"
+    text = value.strip().lower()
+    problem = precision_problem(instance, text)
+    if problem:
+        raise _fail(flag, value, problem)
+    return text
 
 
 def _model(text: str) -> ModelSpec:
@@ -96,14 +146,18 @@ def _workload(args: argparse.Namespace) -> Any:
     if lengths["output_tokens"].points[0][0] < 2:
         raise _fail("--output-tokens", args.output_tokens,
                     "output lengths must be at least 2 tokens: TPOT is the time between output tokens")
-    if (args.concurrency is None) == (args.request_rate is None):
+    hit = _fraction("--prefix-hit-rate", args.prefix_hit_rate)
+    concurrency = args.concurrency
+    if concurrency is None and args.request_rate is None and (args.sweep or args.plot):
+        concurrency = args.sweep or DEFAULT_SWEEP  # a sweep alone is the loads to plan at
+    if (concurrency is None) == (args.request_rate is None):
         raise _fail("--concurrency", args.concurrency, "give exactly one of --concurrency or --request-rate")
     try:
-        if args.concurrency is not None:
+        if concurrency is not None:
             return Workload(inputs=lengths["input_tokens"], outputs=lengths["output_tokens"],
-                            concurrency=parse_counts(args.concurrency))
+                            concurrency=parse_counts(concurrency), prefix_hit_rate=hit)
         return Workload(inputs=lengths["input_tokens"], outputs=lengths["output_tokens"],
-                        request_rates=parse_rates(args.request_rate))
+                        request_rates=parse_rates(args.request_rate), prefix_hit_rate=hit)
     except ValueError as exc:
         flag, value = (("--concurrency", args.concurrency) if args.concurrency is not None
                        else ("--request-rate", args.request_rate))
@@ -121,6 +175,7 @@ class _Target:
     decode_group: str
     prefill_nodes: int
     decode_nodes: int
+    prices: dict[str, float]
 
 
 def _environment(name: str, instance_text: str | None, directory: str | None = None) -> tuple[_Target, str]:
@@ -156,7 +211,7 @@ def _environment(name: str, instance_text: str | None, directory: str | None = N
         names[role] = running[0].name
     return _Target(name=name, source=source, region=env.region, prefill_group=names["prefill"],
                    decode_group=names["decode"], prefill_nodes=counts["prefill"],
-                   decode_nodes=counts["decode"]), instance_text
+                   decode_nodes=counts["decode"], prices=dict(env.cost.prices)), instance_text
 
 
 def _check_layout(target: _Target, instance: str, prefill: int | None, decode: int | None,
@@ -172,19 +227,49 @@ def _check_layout(target: _Target, instance: str, prefill: int | None, decode: i
                                                   f"({total} x {instance} in {target.source})")
 
 
+def _sweep(args: argparse.Namespace, workload: Any) -> tuple[float, ...]:
+    from hyperpod_dpd.planner.workload import parse_counts, parse_rates
+
+    if not (args.sweep or args.plot):
+        return ()
+    text = args.sweep or (DEFAULT_SWEEP if workload.closed_loop else None)
+    if text is None:  # open loop without --sweep: the plot draws the requested rates
+        return tuple(workload.loads)
+    try:
+        return tuple(float(v) for v in (parse_counts(text) if workload.closed_loop else parse_rates(text)))
+    except ValueError as exc:
+        raise _fail("--sweep", args.sweep, str(exc)) from None
+
+
+def _plot_path(value: str | None) -> Path | None:
+    if not value:
+        return None
+    plot = Path(value)
+    if plot.suffix.lower() not in PLOT_FORMATS:
+        raise _fail("--plot", value, "must be a .png or .svg file name")
+    if not plot.parent.is_dir():
+        raise _fail("--plot", value, f"directory {plot.parent} does not exist")
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise _fail("--plot", value, "needs matplotlib: pip install 'hyperpod-dpd[plot]'")
+    return plot
+
+
 def run(args: argparse.Namespace) -> int:
     from hyperpod_dpd.planner.plan import make_plan
+    from hyperpod_dpd.planner.verdict import Slo
 
     chosen_model = _model(_required(args, "model"))
     prefill = _positive_int("--prefill-nodes", args.prefill_nodes)
     decode = _positive_int("--decode-nodes", args.decode_nodes)
     baseline = _positive_int("--baseline-nodes", args.baseline_nodes)
+    max_len = _positive_int("--max-model-len", args.max_model_len)
     workload = _workload(args)
-    plot = Path(args.plot) if args.plot else None
-    if plot is not None and plot.suffix.lower() != ".png":
-        raise _fail("--plot", args.plot, "must be a .png file name")
-    if plot is not None and not plot.parent.is_dir():
-        raise _fail("--plot", args.plot, f"directory {plot.parent} does not exist")
+    slo = Slo(ttft_s=_milliseconds("--ttft-slo-ms", args.ttft_slo_ms),
+              tpot_s=_milliseconds("--tpot-slo-ms", args.tpot_slo_ms))
+    plot = _plot_path(args.plot)
+    sweep = _sweep(args, workload)
     target = None
     instance_text = args.instance
     if args.env:
@@ -197,7 +282,10 @@ def run(args: argparse.Namespace) -> int:
         if decode is None:
             decode = min(target.decode_nodes, MAX_DECODE_REPLICAS)
     plan = make_plan(model=chosen_model, instance=chosen_instance, workload=workload, prefill_nodes=prefill,
-                     decode_nodes=decode, baseline_nodes=baseline)
+                     decode_nodes=decode, baseline_nodes=baseline,
+                     weight_dtype=_dtype("--dtype", args.dtype, chosen_instance),
+                     kv_dtype=_dtype("--kv-dtype", args.kv_dtype, chosen_instance), max_model_len=max_len, slo=slo,
+                     sweep=sweep, prices=target.prices if target is not None else None)
     notes = list(plan.warnings)
     if target is not None and plan.recommendation.prefill_replicas > target.prefill_nodes:
         notes.append(f"the recommended {plan.recommendation.prefill_replicas} prefill nodes exceed environment "
@@ -224,46 +312,5 @@ def run(args: argparse.Namespace) -> int:
             data["environment"] = target.name
         print_json(data)
         return 0
-    _print_report(plan, notes, sys.stdout)
+    print_report(plan, notes, sys.stdout)
     return 0
-
-
-def _fmt_ms(value: float | None) -> str:
-    return "saturated" if value is None else f"{value:,.1f}"
-
-
-def _print_report(plan: Any, notes: list[str], stream: TextIO) -> None:
-    data = plan.to_dict()
-    r = data["recommendation"]
-    layout = plan.layout
-    stream.write(f"{plan.model.name} on {plan.instance.name}: prompts {data['workload']['input_tokens']}, outputs "
-                 f"{data['workload']['output_tokens']} tokens; DPD {layout.prefill_nodes} prefill + "
-                 f"{layout.decode_nodes} decode vs {layout.baseline_nodes} colocated nodes\n")
-    stream.write(f"KV cache {data['kv_bytes_per_token']:,} bytes per token ({data['kv_bytes_per_token_per_rank']:,} "
-                 f"per TP rank); moving a {plan.workload.inputs.mean:,.0f}-token prompt takes "
-                 f"{data['kv_transfer_ms']:,.1f} ms at {data['efa_effective_gbytes_per_s']:.1f} GB/s\n")
-    load = "concurrency" if plan.workload.closed_loop else "req/s"
-    rows = []
-    for prediction in data["predictions"]:
-        c, d = prediction["colocated"], prediction["disaggregated"]
-        label = prediction["concurrency"] if plan.workload.closed_loop else prediction["request_rate_per_s"]
-        rows.append((label, _fmt_ms(c["ttft_ms"]), _fmt_ms(d["ttft_ms"]), _fmt_ms(c["tpot_ms"]), _fmt_ms(d["tpot_ms"]),
-                     f"{c['output_tokens_per_s']:,.0f}", f"{d['output_tokens_per_s']:,.0f}",
-                     _fmt_ms(c["max_itl_ms"]), _fmt_ms(d["max_itl_ms"])))
-    print_table((load, "TTFT ms colo", "TTFT ms DPD", "TPOT ms colo", "TPOT ms DPD", "tok/s colo", "tok/s DPD",
-                 "longest step colo", "longest step DPD"), rows, title="Predictions", stream=stream)
-    break_even = r["break_even_tokens"]
-    stream.write(f"Recommendation: prefill_replicas {r['prefill_replicas']}, decode_replicas {r['decode_replicas']}, "
-                 f"routing_threshold {r['routing_threshold']} (break-even "
-                 f"{'none' if break_even is None else f'{break_even:,}'}), PD_BUFFER_SIZE "
-                 f"{r['pd_buffer_size_bytes']} ({r['pd_buffer_size_bytes'] // GIB} GiB per rank), "
-                 f"tensor_parallel_size {r['tensor_parallel_size']}, max_model_len {r['max_model_len']}\n")
-    for reason in r["reasons"]:
-        stream.write(f"  - {reason}\n")
-    stream.write(f"Verdict: {data['verdict']['decision']}\n")
-    for reason in data["verdict"]["reasons"]:
-        stream.write(f"  - {reason}\n")
-    if notes:
-        stream.write("Warnings:\n")
-        for note in notes:
-            stream.write(f"  - {note}\n")

@@ -3,6 +3,9 @@
 Units: seconds, bytes, tokens. One engine step processes ``batch`` decode tokens (each attending over its own
 context) plus, in colocated serving, one prefill chunk; its time is the larger of HBM traffic and compute, plus the
 tensor-parallel all-reduces, which do not overlap with either in vLLM's decode path.
+
+The KV transfer is built from the fabric up: each TP rank moves its slice over its own GPU's share of the EFA
+interfaces, at most at their line rate, times the NIXL path's measured efficiency.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from hyperpod_dpd.catalogue.instances import InstanceSpec
 from hyperpod_dpd.catalogue.models import ModelSpec
 from hyperpod_dpd.planner.calibration import Calibration
+from hyperpod_dpd.planner.precision import dense_speedup
 
 ACTIVATION_BYTES = 2  # BF16 activations in the all-reduces
 
@@ -57,7 +61,13 @@ def step_costs(*, model: ModelSpec, instance: InstanceSpec, tensor_parallel: int
     tp = tensor_parallel
     hbm = gpu.hbm_bandwidth_gbps * 1e9 * calibration.hbm_efficiency
     efficiency = calibration.moe_prefill_efficiency if model.is_moe else calibration.prefill_efficiency
-    flops = tp * gpu.bf16_dense_tflops * 1e12 * efficiency
+    flops = tp * gpu.bf16_dense_tflops * 1e12 * efficiency  # attention runs at the BF16 rate
+    linear_flops = flops
+    if model.weight_dtype != "bf16":  # FP8 / FP4 GEMMs: their dense peak at the low-precision efficiency
+        linear_flops = (tp * gpu.bf16_dense_tflops * 1e12 * dense_speedup(instance, model.weight_dtype)
+                        * calibration.low_precision_efficiency)
+        if model.is_moe:  # grouped expert GEMMs keep their penalty relative to dense ones
+            linear_flops *= calibration.moe_prefill_efficiency / calibration.prefill_efficiency
     expert_bytes = model.expert_parameters * model.bytes_per_param
     allreduces = 2 * model.layers  # after attention and after the MLP of every layer
     per_token = allreduce_seconds(nbytes=model.hidden_size * ACTIVATION_BYTES, tensor_parallel=tp,
@@ -68,7 +78,7 @@ def step_costs(*, model: ModelSpec, instance: InstanceSpec, tensor_parallel: int
         expert_weights_s=expert_bytes / tp / hbm,
         expert_miss=1 - model.experts_per_token / model.experts if model.is_moe else 1.0,
         kv_read_s_per_token=model.kv_bytes_per_token_per_rank(tp) / hbm,
-        linear_s_per_token=2 * model.active_parameters / flops,
+        linear_s_per_token=2 * model.active_parameters / linear_flops,
         attention_s_per_pair=4 * model.layers * model.attention_width / flops,
         comm_fixed_s=allreduces * latency,
         comm_s_per_token=allreduces * (per_token - latency),
@@ -89,31 +99,66 @@ def step_seconds(costs: StepCosts, *, batch: float, context: float, chunk: float
     return max(memory, compute) + costs.comm_fixed_s + tokens * costs.comm_s_per_token
 
 
-def chunks(tokens: int, chunk_tokens: int) -> tuple[tuple[int, int], ...]:
-    """(chunk size, tokens before it) for chunked prefill of a prompt."""
-    return tuple((min(chunk_tokens, tokens - start), start) for start in range(0, tokens, chunk_tokens))
+def chunks(tokens: int, chunk_tokens: int, cached: int = 0) -> tuple[tuple[int, int], ...]:
+    """(chunk size, tokens before it) for chunked prefill of a prompt whose first ``cached`` tokens are a prefix-cache
+    hit: only the rest is computed, attending over the cached part."""
+    return tuple((min(chunk_tokens, tokens - start), start) for start in range(cached, tokens, chunk_tokens))
 
 
-def prefill_seconds(costs: StepCosts, *, tokens: int, chunk_tokens: int) -> float:
+def cached_tokens(tokens: int, hit_rate: float) -> int:
+    """Prompt tokens served from the prefix cache; vLLM always computes at least the last token."""
+    return min(tokens - 1, int(tokens * hit_rate)) if hit_rate > 0 else 0
+
+
+def prefill_seconds(costs: StepCosts, *, tokens: int, chunk_tokens: int, cached: int = 0) -> float:
     """Prefill of one prompt on an otherwise idle replica (the DPD prefiller), chunk by chunk."""
     return sum(step_seconds(costs, batch=0, context=0, chunk=size, chunk_context=start)
-               for size, start in chunks(tokens, chunk_tokens))
+               for size, start in chunks(tokens, chunk_tokens, cached))
+
+
+def rank_line_rate(instance: InstanceSpec) -> float:
+    """EFA line rate in bytes/s behind one GPU: the instance's interfaces are spread evenly over its GPUs
+    (p5: 4 x 100 Gbit/s, p5en: 2 x 200, p6-b200: 1 x 400, p6-b300: 2 x 400 per GPU)."""
+    if not instance.gpu_count:
+        return 0.0
+    return instance.efa_bandwidth_gbps * 1e9 / 8 / instance.gpu_count
 
 
 def efa_bytes_per_s(*, instance: InstanceSpec, tensor_parallel: int, calibration: Calibration) -> float:
-    """Effective KV bandwidth between two nodes: each TP rank drives its GPU's share of the EFA interfaces."""
-    if not instance.gpu_count:
-        return 0.0
-    line_rate = instance.efa_bandwidth_gbps * 1e9 / 8
-    return line_rate * min(tensor_parallel, instance.gpu_count) / instance.gpu_count * calibration.efa_efficiency
+    """Effective KV bandwidth of one role's replica: each of its TP ranks drives its own GPU's interfaces."""
+    return rank_line_rate(instance) * min(tensor_parallel, instance.gpu_count) * calibration.transfer_efficiency
 
 
 def kv_transfer_seconds(*, model: ModelSpec, instance: InstanceSpec, tensor_parallel: int, tokens: float,
                         calibration: Calibration) -> float:
-    """Moving a prompt's KV from prefiller to decoder: the ranks send their slices in parallel, plus a fixed cost."""
-    per_rank = efa_bytes_per_s(instance=instance, tensor_parallel=tensor_parallel, calibration=calibration)
-    per_rank /= min(tensor_parallel, instance.gpu_count)
-    return tokens * model.kv_bytes_per_token_per_rank(tensor_parallel) / per_rank + calibration.transfer_fixed_s
+    """Bulk move of a prompt's KV from prefiller to decoder: the ranks send their slices in parallel, each at its
+    GPU's line rate times the path efficiency. Never faster than the line rate (efficiency <= 1)."""
+    rate = rank_line_rate(instance) * calibration.transfer_efficiency
+    if rate <= 0:
+        return math.inf
+    return tokens * model.kv_bytes_per_token_per_rank(tensor_parallel) / rate
+
+
+def exposed_transfer_seconds(*, bulk_s: float, prefill_s: float, layers: int, layerwise: bool) -> float:
+    """The part of the bulk transfer that reaches TTFT after the prefill ends.
+
+    Layer-wise, layer i's KV leaves while layer i + 1 is computed: a two-stage pipeline over ``layers`` stages whose
+    exposed tail is one layer's transfer when the link keeps up, else what the prefill could not hide.
+    """
+    if not layerwise or layers <= 1:
+        return bulk_s
+    return max(bulk_s / layers, bulk_s - prefill_s * (layers - 1) / layers)
+
+
+def join_seconds(costs: StepCosts, *, tokens: float, calibration: Calibration) -> float:
+    """Decoder engine time one disaggregated request costs while its KV lands and it joins the batch.
+
+    HBM: the NIC's DMA write of each byte, plus a read and a write per PD-buffer copy into the paged cache. Engine:
+    the connector's bookkeeping per KV block received.
+    """
+    hbm = tokens * costs.kv_read_s_per_token * (1 + 2 * calibration.pd_buffer_copies)
+    blocks = math.ceil(tokens / max(1, calibration.connector_block_tokens))
+    return hbm + blocks * calibration.join_s_per_block
 
 
 def free_bytes_per_gpu(*, model: ModelSpec, instance: InstanceSpec, tensor_parallel: int, utilization: float,

@@ -1,48 +1,46 @@
 """Steady-state model of both serving modes: colocated replicas and a disaggregated prefill/decode layout.
 
-A decode engine runs steps; every step emits one token per decoding request. A prompt prefilled on the same engine
-rides along as chunks of ``chunk_tokens`` and lengthens the steps that carry them, so every decoding stream stalls
-(colocated interference). Per second, the engine spends ``sum(rate_i * stall_i)`` on those extra step lengths, so
-
-    TPOT = t_decode(B) / (1 - rho_interference),   B = rate x (output - 1) x TPOT   (Little's law)
-
-with ``t_decode`` affine in B on both sides of the roofline, which makes the fixed point closed-form. Waiting for a
-prefill slot follows Pollaczek-Khinchine (M/G/1) on the prefill work. In DPD a prompt at or above the routing
-threshold goes to a prefill replica (its own M/G/1 queue), then crosses EFA, then joins the decoder's batch; shorter
-prompts are prefilled locally on the decoder. A closed loop of C users is solved for its request rate by bisection
-on ``rate x response_time(rate) = C``; when the decoder's KV cache is what runs out, the excess users queue and
-that wait is added to TTFT.
+Each decode engine is solved by ``engine.decode_engine``. In DPD a prompt at or above the routing threshold goes to a
+prefill replica (its own M/G/1 queue), its KV crosses EFA (only the tail a layer-wise transfer cannot hide reaches
+TTFT, plus a fixed hand-off cost), waits for a slot in the decoder's PD buffer when that is full (M/M/c, Erlang C),
+and joins the decoder's batch, costing the decoder its join (HBM traffic and connector work). Shorter prompts are
+prefilled locally on the decoder. A closed loop of C users is solved for its request rate on
+``rate x response_time(rate) = C``; when the decoder's KV cache is what runs out, the excess users queue and that
+wait is added to TTFT. Every point carries its latency distributions (``tails.Spread``) for P50/P99 and SLOs.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from hyperpod_dpd.catalogue.instances import InstanceSpec
 from hyperpod_dpd.catalogue.models import ModelSpec
 from hyperpod_dpd.planner.calibration import Calibration
+from hyperpod_dpd.planner.engine import Engine, Joins, decode_engine
 from hyperpod_dpd.planner.formulas import (
-    StepCosts,
+    cached_tokens,
     chunks,
+    exposed_transfer_seconds,
+    join_seconds,
     kv_capacity_tokens,
     kv_transfer_seconds,
     prefill_seconds,
     step_costs,
-    step_seconds,
 )
+from hyperpod_dpd.planner.tails import QueueDelay, Spread
 from hyperpod_dpd.planner.workload import Workload
 
 _MAX_STEPS = 60
 _ROOT_TOLERANCE = 1e-4  # of the concurrency
 _RATE_TOLERANCE = 1e-7  # of the bracket, when the root sits on the capacity boundary
 _BOUNDARY_TOLERANCE = 1e-3
-_BATCH_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
 class Point:
-    """Predicted steady state of one serving mode at one load. Times in seconds; ``inf`` when saturated."""
+    """Predicted steady state of one serving mode at one load. Times in seconds (means); ``inf`` when saturated."""
 
     request_rate: float
     concurrency: float
@@ -53,135 +51,93 @@ class Point:
     decode_batch: float
     prefill_utilization: float
     saturated: bool = False
+    spread: Spread | None = field(default=None, compare=False, repr=False)
+
+    def _quantile(self, which: str, p: float) -> float:
+        if self.spread is None:
+            return math.inf if self.saturated else getattr(self, f"{which}_s")
+        distribution = self.spread.e2e() if which == "e2e" else getattr(self.spread, which)
+        return float(distribution.quantile(p))
+
+    def quantile(self, which: str, p: float) -> float:
+        """The ``p`` quantile of ``ttft``, ``tpot`` or ``e2e`` in seconds."""
+        return self._quantile(which, p)
+
+    @cached_property
+    def ttft_p50_s(self) -> float:
+        return self._quantile("ttft", 0.5)
+
+    @cached_property
+    def ttft_p99_s(self) -> float:
+        return self._quantile("ttft", 0.99)
+
+    @cached_property
+    def tpot_p50_s(self) -> float:
+        return self._quantile("tpot", 0.5)
+
+    @cached_property
+    def tpot_p99_s(self) -> float:
+        return self._quantile("tpot", 0.99)
+
+    @cached_property
+    def e2e_p50_s(self) -> float:
+        return self._quantile("e2e", 0.5)
+
+    @cached_property
+    def e2e_p99_s(self) -> float:
+        return self._quantile("e2e", 0.99)
+
+    def attainment(self, ttft_slo_s: float | None, tpot_slo_s: float | None) -> float:
+        """Share of requests meeting both SLOs."""
+        if self.saturated or self.spread is None:
+            return 0.0
+        return self.spread.attainment(ttft_slo_s, tpot_slo_s)
+
+    def goodput(self, ttft_slo_s: float | None, tpot_slo_s: float | None) -> float:
+        """Requests per second that meet both SLOs."""
+        return self.request_rate * self.attainment(ttft_slo_s, tpot_slo_s)
 
 
 @dataclass(frozen=True)
-class _Engine:
-    """A decode engine's answer at one request rate."""
+class _Eval:
+    """A system at one rate: the mean point and the TTFT parts behind its spread: (weight, shift, rho, mean wait,
+    mean service of the queue, servers of the queue)."""
 
-    tpot: float
-    step: float
-    local_ttft: tuple[float, ...]
-    max_step: float
-    batch: float
-    prefill_busy: float
-
-
-@dataclass(frozen=True)
-class _State:
-    """A decode engine at one decode batch: the TPOT that batch implies (``inf`` if it cannot keep up)."""
-
-    tpot: float
-    step: float
-    services: tuple[float, ...]
-    max_step: float
-    prefill_busy: float
-    second_moment: float
-
-
-def _state(costs: StepCosts, batch: float, *, decode_context: float,
-           local: tuple[tuple[float, tuple[tuple[int, int], ...]], ...], busy: float) -> _State:
-    seen = max(batch, 1.0)  # a decoding stream always shares the step with at least itself
-    context = seen * decode_context
-    step = step_seconds(costs, batch=seen, context=context)
-    interference = busy
-    prefill_busy = second = 0.0
-    services = []
-    max_step = step
-    for class_rate, pieces in local:
-        service = 0.0
-        for size, start in pieces:
-            mixed = step_seconds(costs, batch=seen, context=context, chunk=size, chunk_context=start)
-            service += mixed
-            if mixed > max_step:
-                max_step = mixed
-        services.append(service)
-        interference += class_rate * (service - len(pieces) * step)
-        prefill_busy += class_rate * service
-        second += class_rate * service * service
-    stable = prefill_busy < 1.0 and interference < 1.0
-    return _State(tpot=step / (1.0 - interference) if stable else math.inf, step=step, services=tuple(services),
-                  max_step=max_step, prefill_busy=prefill_busy, second_moment=second)
-
-
-def _decode_engine(costs: StepCosts, *, rate: float, local: tuple[tuple[float, tuple[tuple[int, int], ...]], ...],
-                   decode_context: float, steps_per_request: float, kv_slots: float,
-                   ingest_s_per_s: float) -> _Engine | None:
-    """Solve one decode engine; ``None`` when it cannot keep up (prefill, decode or KV capacity).
-
-    The batch B is the fixed point of B = rate x (output - 1) x TPOT(B): h(B) = that minus B starts positive and
-    falls once the engine keeps up, so it is bracketed by doubling and closed by regula falsi (Illinois).
-    """
-    growth = rate * steps_per_request
-    cap = kv_slots / decode_context
-
-    def state(batch: float) -> _State:
-        return _state(costs, batch, decode_context=decode_context, local=local, busy=ingest_s_per_s)
-
-    low, current = 0.0, state(0.0)
-    if growth <= 0.0:
-        return _engine(current, 0.0) if math.isfinite(current.tpot) else None
-    h_low = growth * current.tpot
-    high = min(cap, max(1.0, h_low)) if math.isfinite(h_low) else min(cap, 1.0)
-    while True:
-        candidate = state(high)
-        h_high = growth * candidate.tpot - high
-        if h_high <= 0.0:
-            break
-        if high >= cap:
-            return None  # the batch this rate needs does not fit in the KV cache, or decode cannot keep up
-        low, h_low, high = high, h_high, min(cap, high * 2)
-    best, best_batch = candidate, high
-    side = 0
-    for _ in range(_MAX_STEPS):
-        if high - low <= _BATCH_TOLERANCE * high:
-            break
-        if math.isfinite(h_low):
-            middle = (low * h_high - high * h_low) / (h_high - h_low)
-        else:
-            middle = (low + high) / 2
-        current = state(middle)
-        gap = growth * current.tpot - middle
-        if gap > 0.0:
-            low, h_low = middle, gap
-            if side == 1:
-                h_high /= 2
-            side = 1
-        else:
-            high, h_high, best, best_batch = middle, gap, current, middle
-            if side == -1 and math.isfinite(h_low):
-                h_low /= 2
-            side = -1
-        if abs(gap) <= _BATCH_TOLERANCE * max(1.0, middle):
-            best, best_batch = current, middle
-            break
-    if not math.isfinite(best.tpot):
-        return None
-    return _engine(best, best_batch)
-
-
-def _engine(state: _State, batch: float) -> _Engine:
-    wait = state.second_moment / (2 * (1.0 - state.prefill_busy)) if state.prefill_busy else 0.0
-    return _Engine(tpot=state.tpot, step=state.step, local_ttft=tuple(wait + s for s in state.services),
-                   max_step=state.max_step, batch=batch, prefill_busy=state.prefill_busy)
+    point: Point
+    ttft_parts: tuple[tuple[float, float, float, float, float, float], ...]
+    engine: Engine
 
 
 class _System:
     """Common closed-loop and open-loop solving over ``evaluate(rate)``."""
 
     mean_output: float
+    outputs: tuple[tuple[int, float], ...]
 
-    def evaluate(self, rate: float) -> Point | None:  # pragma: no cover - abstract
+    def evaluate(self, rate: float) -> _Eval | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _response(self, point: Point) -> float:
         return point.ttft_s + (self.mean_output - 1) * point.tpot_s
 
+    def _finish(self, found: _Eval, *, rate: float, users: float, waiting: float = 0.0,
+                closed: bool = False) -> Point:
+        engine = found.engine
+        parts = tuple((w, shift + waiting, rho, wait,
+                       max(0.0, users - 1) * service / servers if closed else math.inf)
+                      for w, shift, rho, wait, service, servers in found.ttft_parts)
+        spread = Spread(ttft=QueueDelay(parts), outputs=self.outputs,
+                        tpot=engine.stalls.tpot(step=engine.step, tpot=engine.tpot, outputs=self.outputs))
+        point = found.point
+        return Point(request_rate=rate, concurrency=users, ttft_s=point.ttft_s + waiting, tpot_s=point.tpot_s,
+                     output_tokens_per_s=rate * self.mean_output, max_itl_s=point.max_itl_s,
+                     decode_batch=point.decode_batch, prefill_utilization=point.prefill_utilization, spread=spread)
+
     def at_rate(self, rate: float) -> Point:
-        point = self.evaluate(rate)
-        if point is None:
+        found = self.evaluate(rate)
+        if found is None:
             return _saturated(rate, math.inf)
-        return point
+        return self._finish(found, rate=rate, users=found.point.concurrency)
 
     def at_concurrency(self, users: float) -> Point:
         """Closed loop: ``users`` clients that each send their next request when the previous one finishes."""
@@ -191,21 +147,18 @@ class _System:
         # f(rate) = rate x response(rate) - users rises with the rate; bracket it, then regula falsi (Illinois)
         # while both ends are stable, bisection while the upper end is past capacity.
         low, f_low, best = 0.0, -users, probe
-        high = users / self._response(probe)
+        high = users / self._response(probe.point)
         f_high: float | None = None
         side = 0
         for _ in range(_MAX_STEPS):
-            if f_high is None:
-                middle = (low + high) / 2
-            else:
-                middle = (low * f_high - high * f_low) / (f_high - f_low)
-            point = self.evaluate(middle)
-            if point is None:
+            middle = (low + high) / 2 if f_high is None else (low * f_high - high * f_low) / (f_high - f_low)
+            found = self.evaluate(middle)
+            if found is None:
                 high, f_high, side = middle, None, 0
             else:
-                gap = middle * self._response(point) - users
+                gap = middle * self._response(found.point) - users
                 if gap < 0:
-                    low, f_low, best = middle, gap, point
+                    low, f_low, best = middle, gap, found
                     if side == -1 and f_high is not None:
                         f_high /= 2
                     side = -1
@@ -216,25 +169,34 @@ class _System:
                     side = 1
                 if abs(gap) <= _ROOT_TOLERANCE * users:
                     if gap >= 0:
-                        low, best = middle, point
+                        low, best = middle, found
                     break
             if high - low <= _RATE_TOLERANCE * high:
                 break
         if low == 0.0:
             return _saturated(0.0, users)
-        in_system = low * self._response(best)
+        in_system = low * self._response(best.point)
         waiting = 0.0
         if in_system < users * (1 - _BOUNDARY_TOLERANCE):
             waiting = (users - in_system) / low  # users beyond what the bottleneck admits queue in front of it
-        return Point(request_rate=low, concurrency=users, ttft_s=best.ttft_s + waiting, tpot_s=best.tpot_s,
-                     output_tokens_per_s=low * self.mean_output, max_itl_s=best.max_itl_s,
-                     decode_batch=best.decode_batch, prefill_utilization=best.prefill_utilization)
+        return self._finish(best, rate=low, users=users, waiting=waiting, closed=True)
 
 
 def _saturated(rate: float, concurrency: float) -> Point:
     return Point(request_rate=rate, concurrency=concurrency, ttft_s=math.inf, tpot_s=math.inf,
                  output_tokens_per_s=0.0, max_itl_s=math.inf, decode_batch=math.inf, prefill_utilization=1.0,
                  saturated=True)
+
+
+def _local_classes(workload: Workload, calibration: Calibration,
+                   keep: tuple[tuple[int, float], ...]) -> tuple[tuple[float, tuple[tuple[int, int], ...]], ...]:
+    hit = workload.prefix_hit_rate
+    return tuple((p, chunks(n, calibration.chunk_tokens, cached_tokens(n, hit))) for n, p in keep)
+
+
+def _boundary(engine: Engine) -> float:
+    """Mean wait for the step in flight to end before a new prompt or KV joins (none when the engine idles)."""
+    return 0.5 * engine.tpot * min(1.0, engine.batch)
 
 
 class Colocated(_System):
@@ -248,19 +210,26 @@ class Colocated(_System):
         self.kv_slots = kv_capacity_tokens(model=model, instance=instance, tensor_parallel=tensor_parallel,
                                            utilization=calibration.colocated_memory_utilization,
                                            calibration=calibration)
-        self.classes = tuple((p, chunks(n, calibration.chunk_tokens)) for n, p in workload.inputs.points)
+        self.weights = tuple(p for _, p in workload.inputs.points)
+        self.classes = _local_classes(workload, calibration, workload.inputs.points)
         self.decode_context = workload.decode_context
         self.mean_output = workload.outputs.mean
+        self.outputs = workload.outputs.points
 
-    def evaluate(self, rate: float) -> Point | None:
+    def evaluate(self, rate: float) -> _Eval | None:
         share = rate / self.nodes
-        engine = _decode_engine(self.costs, rate=share, local=tuple((share * p, c) for p, c in self.classes),
-                                decode_context=self.decode_context, steps_per_request=self.mean_output - 1,
-                                kv_slots=self.kv_slots, ingest_s_per_s=0.0)
+        engine = decode_engine(self.costs, rate=share, local=tuple((share * p, c) for p, c in self.classes),
+                               decode_context=self.decode_context, steps_per_request=self.mean_output - 1,
+                               kv_slots=self.kv_slots)
         if engine is None:
             return None
-        ttft = sum(p * t for (p, _), t in zip(self.classes, engine.local_ttft, strict=True))
-        return _point(rate, ttft, engine, self.mean_output, engine.prefill_busy)
+        boundary = _boundary(engine)
+        rho = engine.prefill_busy
+        mean_service = sum(p * s for p, s in zip(self.weights, engine.local_services, strict=True))
+        parts = tuple((p, boundary + s, rho, engine.local_wait, mean_service, self.nodes)
+                      for p, s in zip(self.weights, engine.local_services, strict=True))
+        ttft = sum(part[0] * (part[1] + part[3]) for part in parts)
+        return _Eval(_point(rate, ttft, engine, self.mean_output, rho), parts, engine)
 
 
 class Disaggregated(_System):
@@ -275,45 +244,90 @@ class Disaggregated(_System):
         self.kv_slots = kv_capacity_tokens(model=model, instance=instance, tensor_parallel=tensor_parallel,
                                            utilization=calibration.dpd_memory_utilization,
                                            calibration=calibration, reserved_bytes=pd_buffer_bytes)
-        remote = [(n, p) for n, p in workload.inputs.points if n >= threshold]
+        hit = workload.prefix_hit_rate
+        remote = tuple((n, p) for n, p in workload.inputs.points if n >= threshold)
         self.remote_share = sum(p for _, p in remote)
-        self.remote = tuple(
-            (p,
-             prefill_seconds(self.costs, tokens=n, chunk_tokens=calibration.chunk_tokens),
-             kv_transfer_seconds(model=model, instance=instance, tensor_parallel=tensor_parallel, tokens=n,
-                                 calibration=calibration))
-            for n, p in remote)
-        # decoder time per request: copying received KV from the PD buffer into the paged cache (a read and a write
-        # per byte) and the calibrated stall while the bulk transfer lands
-        self.decoder_busy = sum(
-            p * (2 * n * self.costs.kv_read_s_per_token
-                 + calibration.decoder_transfer_stall * (transfer - calibration.transfer_fixed_s))
-            for (n, p), (_, _, transfer) in zip(remote, self.remote, strict=True))
-        self.service = sum(p * s for p, s, _ in self.remote)
-        self.service_second = sum(p * s * s for p, s, _ in self.remote)
-        self.local = tuple((p, chunks(n, calibration.chunk_tokens))
-                           for n, p in workload.inputs.points if n < threshold)
+        self.fixed_s = calibration.transfer_fixed_s
+        rows = []
+        for n, p in remote:
+            service = prefill_seconds(self.costs, tokens=n, chunk_tokens=calibration.chunk_tokens,
+                                      cached=cached_tokens(n, hit))
+            bulk = kv_transfer_seconds(model=model, instance=instance, tensor_parallel=tensor_parallel, tokens=n,
+                                       calibration=calibration)
+            exposed = exposed_transfer_seconds(bulk_s=bulk, prefill_s=service, layers=model.layers,
+                                               layerwise=calibration.transfer_layerwise)
+            join = join_seconds(self.costs, tokens=n, calibration=calibration)
+            rows.append((p, service, bulk, exposed, join))
+        self.remote = tuple(rows)
+        self.service = sum(p * s for p, s, _, _, _ in rows)
+        self.service_second = sum(p * s * s for p, s, _, _, _ in rows)
+        # per request (weighted by class): decoder join busy, its second moment, PD buffer bytes and hold
+        self.join_busy = sum(p * j for p, _, _, _, j in rows)
+        self.join_second = sum(p * j * j for p, _, _, _, j in rows)
+        per_rank = model.kv_bytes_per_token_per_rank(tensor_parallel)
+        remote_bytes = sum(p * n * per_rank for n, p in remote)
+        self.buffer_slots = (pd_buffer_bytes * self.remote_share / remote_bytes if remote_bytes and pd_buffer_bytes > 0
+                             else math.inf)  # 0: no PD buffer (NixlConnector writes into the paged cache)
+        self.bulk_mean = sum(p * b for p, _, b, _, _ in rows) / self.remote_share if self.remote_share else 0.0
+        self.local_weights = tuple((n, p) for n, p in workload.inputs.points if n < threshold)
+        self.local = _local_classes(workload, calibration, self.local_weights)
         self.decode_context = workload.decode_context
         self.mean_output = workload.outputs.mean
+        self.outputs = workload.outputs.points
 
-    def evaluate(self, rate: float) -> Point | None:
+    def evaluate(self, rate: float) -> _Eval | None:
         per_prefill = rate / self.prefill
         busy = per_prefill * self.service
         if busy >= 1.0:
             return None
         wait = per_prefill * self.service_second / (2 * (1.0 - busy)) if busy else 0.0
         share = rate / self.decode
-        engine = _decode_engine(self.costs, rate=share, local=tuple((share * p, c) for p, c in self.local),
-                                decode_context=self.decode_context, steps_per_request=self.mean_output - 1,
-                                kv_slots=self.kv_slots, ingest_s_per_s=share * self.decoder_busy)
+        joins = Joins(rate=share * self.remote_share, busy=share * self.join_busy, second=share * self.join_second)
+        engine = decode_engine(self.costs, rate=share, local=tuple((share * p, c) for p, c in self.local),
+                               decode_context=self.decode_context, steps_per_request=self.mean_output - 1,
+                               kv_slots=self.kv_slots, joins=joins)
         if engine is None:
             return None
-        ttft = sum(p * t for (p, _), t in zip(self.local, engine.local_ttft, strict=True))
-        ttft += sum(p * (wait + service + transfer + engine.step) for p, service, transfer in self.remote)
-        return _point(rate, ttft, engine, self.mean_output, max(busy, engine.prefill_busy))
+        buffer_wait = self._buffer_wait(share * self.remote_share, engine.tpot)
+        if buffer_wait is None:
+            return None
+        boundary = _boundary(engine)
+        local_share = 1.0 - self.remote_share
+        local_service = (sum(p * s for (_, p), s in zip(self.local_weights, engine.local_services, strict=True))
+                         / local_share if local_share > 0 else 0.0)
+        parts = [(p, boundary + s, engine.prefill_busy, engine.local_wait, local_service * local_share, self.decode)
+                 for (_, p), s in zip(self.local_weights, engine.local_services, strict=True)]
+        for p, service, _, exposed, _ in self.remote:
+            parts.append((p, service + exposed + self.fixed_s + buffer_wait + boundary + engine.step, busy, wait,
+                          self.service, self.prefill))
+        ttft = sum(part[0] * (part[1] + part[3]) for part in parts)
+        return _Eval(_point(rate, ttft, engine, self.mean_output, max(busy, engine.prefill_busy)), tuple(parts),
+                     engine)
+
+    def _buffer_wait(self, remote_rate: float, tpot: float) -> float | None:
+        """Mean wait for a PD-buffer slot: transfers hold one from their start until the decoder has joined them
+        (bulk transfer plus about one TPOT); M/M/c with c whole slots. ``None`` when the buffer cannot keep up."""
+        if remote_rate <= 0 or math.isinf(self.buffer_slots):
+            return 0.0
+        hold = self.bulk_mean + tpot
+        offered = remote_rate * hold
+        slots = int(self.buffer_slots)
+        if offered >= slots:
+            return None
+        if offered < 0.5 * slots:
+            return 0.0
+        return _erlang_c(slots, offered) * hold / (slots - offered)
 
 
-def _point(rate: float, ttft: float, engine: _Engine, mean_output: float, prefill_busy: float) -> Point:
+def _erlang_c(servers: int, offered: float) -> float:
+    """Probability that an arrival waits in an M/M/c queue with ``offered`` Erlangs (Erlang B recursion)."""
+    blocking = 1.0
+    for k in range(1, servers + 1):
+        blocking = offered * blocking / (k + offered * blocking)
+    return servers * blocking / (servers - offered * (1 - blocking))
+
+
+def _point(rate: float, ttft: float, engine: Engine, mean_output: float, prefill_busy: float) -> Point:
     concurrency = rate * (ttft + (mean_output - 1) * engine.tpot)
     return Point(request_rate=rate, concurrency=concurrency, ttft_s=ttft, tpot_s=engine.tpot,
                  output_tokens_per_s=rate * mean_output, max_itl_s=engine.max_step, decode_batch=engine.batch,

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import re
+from dataclasses import dataclass, field, replace
+from statistics import NormalDist
+
+SPREAD_POINTS = 7  # a mean~spread distribution is represented by this many equally likely lengths
+_PERCENTILE = re.compile(r"p(\d+(?:\.\d+)?)=(\d+)")
 
 
 @dataclass(frozen=True)
@@ -10,6 +16,7 @@ class LengthDistribution:
     """A discrete distribution of token counts: ``points`` are (tokens, probability), probabilities sum to 1."""
 
     points: tuple[tuple[int, float], ...]
+    text: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if not self.points:
@@ -38,8 +45,63 @@ class LengthDistribution:
         return cls(tuple((t, w / total) for t, w in sorted(merged.items())))
 
     @classmethod
+    def spread(cls, mean: float, sd: float) -> LengthDistribution:
+        """A log-normal with this mean and standard deviation, as ``SPREAD_POINTS`` equally likely lengths (the
+        midpoint quantiles), so prompt lengths stay positive and skew long as real traffic does."""
+        if mean < 1 or sd < 0:
+            raise ValueError("a spread needs a mean of at least 1 token and a non-negative spread")
+        if sd == 0:
+            return cls.fixed(round(mean))
+        sigma2 = math.log(1 + (sd / mean) ** 2)
+        mu, sigma = math.log(mean) - sigma2 / 2, math.sqrt(sigma2)
+        unit = NormalDist()
+        lengths = [max(1, round(math.exp(mu + sigma * unit.inv_cdf((i + 0.5) / SPREAD_POINTS))))
+                   for i in range(SPREAD_POINTS)]
+        return cls.weighted([(n, 1.0) for n in lengths])
+
+    @classmethod
+    def percentiles(cls, marks: list[tuple[float, int]]) -> LengthDistribution:
+        """Lengths at given percentiles (``p50=2000,p90=8000,p99=16000``): each length stands for the requests
+        between the previous percentile and its own, the last one also for those above it (a conservative step)."""
+        marks = sorted(marks)
+        if any(not 0 < p <= 100 for p, _ in marks):
+            raise ValueError("percentiles must be between 0 and 100")
+        if any(b[1] < a[1] for a, b in zip(marks, marks[1:], strict=False)):
+            raise ValueError("lengths must not fall as the percentile rises")
+        pairs, below = [], 0.0
+        for index, (p, tokens) in enumerate(marks):
+            top = 100.0 if index == len(marks) - 1 else p
+            if top > below:
+                pairs.append((tokens, top - below))
+            below = top
+        return cls.weighted(pairs)
+
+    @classmethod
     def parse(cls, text: str) -> LengthDistribution:
-        """``8192``, ``2048,8192`` (equally likely) or ``2048:3,8192:1`` (weighted)."""
+        """``8192``, ``2048,8192`` (equally likely), ``2048:3,8192:1`` (weighted), ``4096~2048`` (mean~spread) or
+        ``p50=2000,p90=8000,p99=16000`` (percentiles)."""
+        return replace(cls._parse(text.strip()), text=text.strip())
+
+    @classmethod
+    def _parse(cls, text: str) -> LengthDistribution:
+        if "~" in text:
+            mean_text, _, sd_text = text.partition("~")
+            try:
+                mean, sd = float(mean_text), float(sd_text)
+            except ValueError:
+                raise ValueError("expected MEAN~SPREAD in tokens, e.g. 4096~2048") from None
+            return cls.spread(mean, sd)
+        if "=" in text:
+            marks = []
+            for item in text.split(","):
+                match = _PERCENTILE.fullmatch(item.strip().lower())
+                if not match:
+                    raise ValueError("expected percentiles such as p50=2000,p90=8000,p99=16000")
+                tokens = int(match.group(2))
+                if tokens < 1:
+                    raise ValueError(f"lengths must be at least 1 token, got {tokens}")
+                marks.append((float(match.group(1)), tokens))
+            return cls.percentiles(marks)
         pairs: list[tuple[int, float]] = []
         for item in text.split(","):
             tokens_text, _, weight_text = item.strip().partition(":")
@@ -69,6 +131,8 @@ class LengthDistribution:
         return sum(p for t, p in self.points if t >= threshold)
 
     def describe(self) -> str:
+        if self.text:
+            return self.text
         if len(self.points) == 1:
             return str(self.points[0][0])
         return ",".join(f"{t}:{p:.3g}" for t, p in self.points)
@@ -82,8 +146,11 @@ class Workload:
     outputs: LengthDistribution
     concurrency: tuple[int, ...] = ()
     request_rates: tuple[float, ...] = ()
+    prefix_hit_rate: float = 0.0  # share of prompt tokens served from the prefix cache
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.prefix_hit_rate < 1.0:
+            raise ValueError("the prefix hit rate must be at least 0 and below 1")
         if bool(self.concurrency) == bool(self.request_rates):
             raise ValueError("give either concurrency levels or request rates")
         if min(t for t, _ in self.outputs.points) < 2:
@@ -92,6 +159,12 @@ class Workload:
             raise ValueError("concurrency must be at least 1")
         if any(r <= 0 for r in self.request_rates):
             raise ValueError("request rates must be positive")
+
+    def at_loads(self, loads: tuple[float, ...]) -> Workload:
+        """The same requests at other loads of the same kind (a sweep)."""
+        if self.closed_loop:
+            return replace(self, concurrency=tuple(int(v) for v in loads))
+        return replace(self, request_rates=tuple(loads))
 
     @property
     def closed_loop(self) -> bool:

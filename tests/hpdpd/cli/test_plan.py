@@ -28,7 +28,7 @@ def test_json_carries_the_documented_fields(capsys: pytest.CaptureFixture[str]) 
     # THEN the command succeeds with the fields the issue names
     assert (code, err) == (0, "")
     assert data["kv_bytes_per_token"] == 327_680
-    assert data["kv_transfer_ms"] == pytest.approx(71.953, abs=1e-3)
+    assert data["kv_transfer_ms"] == pytest.approx(7.895, abs=1e-3)  # 8192 x 40,960 B per rank at 42.5 GB/s
     assert {k: data["recommendation"][k] for k in ("prefill_replicas", "decode_replicas", "routing_threshold",
                                                     "pd_buffer_size_bytes", "tensor_parallel_size")} == {
         "prefill_replicas": 2, "decode_replicas": 1, "routing_threshold": 4096,
@@ -50,12 +50,53 @@ def test_the_table_names_the_verdict_and_recommendation(capsys: pytest.CaptureFi
     assert "Predictions" in out
 
 
-def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_plot_writes_a_png_of_the_default_sweep(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     target = tmp_path / "sweep.png"
     code, out, err = _run(capsys, *BASE, "--concurrency", "8,16,32", "--output", "json", "--plot", str(target))
-    assert code == 0 and json.loads(out)["predictions"]
+    data = json.loads(out)
+    assert code == 0 and [p["concurrency"] for p in data["predictions"]] == [8, 16, 32]
+    assert [p["concurrency"] for p in data["sweep"]] == [1, 2, 4, 8, 16, 32, 64]
     assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert err == f"hpdpd: wrote {target}\n"
+
+
+def test_plot_without_matplotlib_names_the_extra(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    code, out, err = _run(capsys, *BASE, "--concurrency", "8", "--plot", str(tmp_path / "p.png"))
+    assert (code, out) == (2, "")
+    assert err == (f"hpdpd: error: --plot: '{tmp_path / 'p.png'}': needs matplotlib: pip install "
+                   "'hyperpod-dpd[plot]'\n")
+
+
+def test_sweep_prints_the_table_and_slos_drive_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    # WHEN the reference set-up is swept with a TPOT target of 15 ms, one prefill + one decode against one node
+    code, out, _ = _run(capsys, "plan", "--model", "Llama-3.3-70B", "--instance", "ml.p5.48xlarge", "--input-tokens",
+                        "4096", "--output-tokens", "256", "--prefill-nodes", "1", "--baseline-nodes", "1",
+                        "--sweep", "4,16", "--ttft-slo-ms", "2000", "--tpot-slo-ms", "15")
+    # THEN both tables print with P50/P99 and goodput, the cost and the SLO verdict
+    assert code == 0
+    assert "Sweep" in out and "TTFT ms P50/P99" in out and "goodput req/s" in out
+    assert "Verdict: DPD pays off" in out and "SLO TTFT <= 2,000 ms and TPOT <= 15.0 ms" in out
+    assert "per million output tokens" in out
+    # AND a first-token target flips it
+    code, out, _ = _run(capsys, "plan", "--model", "Llama-3.3-70B", "--instance", "ml.p5.48xlarge", "--input-tokens",
+                        "4096", "--output-tokens", "256", "--prefill-nodes", "1", "--baseline-nodes", "1",
+                        "--concurrency", "16", "--ttft-slo-ms", "250")
+    assert "Verdict: stay colocated" in out
+
+
+def test_precision_prefix_and_max_model_len_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, *BASE, "--concurrency", "16", "--kv-dtype", "fp8", "--dtype", "fp8",
+                        "--prefix-hit-rate", "0.5", "--max-model-len", "9000", "--output", "json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["precision"] == {"weights": "fp8", "kv_cache": "fp8"}
+    assert data["kv_bytes_per_token"] == 163_840 and data["workload"]["prefix_hit_rate"] == 0.5
+    assert data["recommendation"]["max_model_len"] == 9000
 
 
 def test_emit_endpoint_prints_only_a_yaml_block_of_the_documented_shape(capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,7 +192,15 @@ BAD_INPUT = {
     "both loads": (["--request-rate", "2"], "--concurrency: '8': give exactly one of --concurrency or "
                                             "--request-rate"),
     "unknown env": (["--env", "nosuch"], "config/nosuch.yaml: <file>: 'nosuch': no such environment file"),
-    "plot not png": (["--plot", "out.svg"], "--plot: 'out.svg': must be a .png file name"),
+    "plot not png": (["--plot", "out.gif"], "--plot: 'out.gif': must be a .png or .svg file name"),
+    "fp4 on H100": (["--kv-dtype", "fp4"], "--kv-dtype: 'fp4': fp4 needs a GPU with FP4 tensor cores (B200, B300); "
+                                           "ml.p5.48xlarge has H100"),
+    "unknown dtype": (["--dtype", "int4"], "--dtype: 'int4': unknown precision; known: bf16, fp8, fp4"),
+    "hit rate of one": (["--prefix-hit-rate", "1"], "--prefix-hit-rate: '1': must be at least 0 and below 1"),
+    "negative slo": (["--ttft-slo-ms", "-5"], "--ttft-slo-ms: '-5': must be a positive number of milliseconds"),
+    "text slo": (["--tpot-slo-ms", "fast"], "--tpot-slo-ms: 'fast': must be a number of milliseconds"),
+    "short max len": (["--max-model-len", "4096"], "max_model_len 4,096 is shorter than the longest request"),
+    "bad spread": (["--input-tokens", "4096~x"], "--input-tokens: '4096~x': expected MEAN~SPREAD in tokens"),
     "model too big": (["--model", "Llama-3.1-405B"], "Llama-3.1-405B-Instruct needs 812 GB of BF16 weights"),
     "context exceeded": (["--model", "Qwen2.5-72B", "--input-tokens", "32768"],
                          "exceeds Qwen2.5-72B-Instruct's context of 32,768 tokens"),

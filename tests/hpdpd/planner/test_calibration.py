@@ -1,10 +1,5 @@
-"""The calibrated model reproduces the public measurement it was fitted to: Dynamo on p5.48xlarge over EFA.
-
-Source (ai-dynamo/dynamo docs/kubernetes/disagg-communication-guide.md): Llama-3.1-8B, one H100 per
-worker (4 EFA interfaces each), OSL 50, concurrency 10, aggregated worker vs one prefill + one decode worker.
-At ISL 8000: 204 vs 248 output tok/s, ITL 28.5 vs 16.9 ms. Over ISL 1000/2000/4000/8000: throughput ~0/+3/+14/+22%,
-ITL -7/-11/-18/-41%.
-"""
+"""The calibration table: every constant says where it comes from, calibration rows are fitted, held-out rows are
+predicted within bounds that the published numbers allow (hpdpd/planner/measurements.py lists the sources)."""
 
 from __future__ import annotations
 
@@ -12,64 +7,86 @@ import dataclasses
 
 import pytest
 
-from hyperpod_dpd.catalogue.instances import instance
-from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION, Calibration
-from hyperpod_dpd.planner.serving import Colocated, Disaggregated, Point
-from hyperpod_dpd.planner.workload import LengthDistribution, Workload
+from hyperpod_dpd.planner.measurements import measurements, rows
 
-GIB = 1024**3
+ROWS = {row.measurement.key: row for row in rows()}
 
-
-def _dynamo(isl: int, calibration: Calibration = DEFAULT_CALIBRATION) -> tuple[Point, Point]:
-    workload = Workload(inputs=LengthDistribution.fixed(isl), outputs=LengthDistribution.fixed(50), concurrency=(10,))
-    common = {"model": MODELS["Llama-3.1-8B"], "instance": instance("ml.p5.48xlarge"), "tensor_parallel": 1,
-              "workload": workload, "calibration": calibration}
-    aggregated = Colocated(nodes=1, **common).at_concurrency(10)
-    disaggregated = Disaggregated(prefill=1, decode=1, threshold=0, pd_buffer_bytes=8 * GIB,
-                                  **common).at_concurrency(10)
-    return aggregated, disaggregated
+# Held-out error bounds: relative error for absolute units, percentage points for relative changes. They are the
+# errors the model has today (docs/planner.md, "Calibration"), rounded up; a change that worsens them fails here.
+HELD_OUT_BOUNDS = {
+    "dynamo-itl-aggregated": 0.40,  # the colocated prefill stall is overestimated (38.7 vs 28.5 ms)
+    "dynamo-tput-aggregated": 0.10,
+    "dynamo-tput-disaggregated": 0.10,
+    "dynamo-p95-aggregated": 0.55,  # vLLM's aggregated queue has a longer tail than M/G/1 predicts
+    "dynamo-p95-disaggregated": 0.10,
+    "dynamo-gain-1000": 3.0, "dynamo-gain-2000": 12.0, "dynamo-gain-4000": 12.0, "dynamo-gain-8000": 3.0,
+    "dynamo-itl-change-1000": 5.0, "dynamo-itl-change-2000": 8.0, "dynamo-itl-change-4000": 16.0,
+    "dynamo-itl-change-8000": 17.0,
+    "nim-ttft-500-c1": 0.05, "nim-itl-5000-c1": 0.10, "nim-ttft-5000-c5": 0.22, "nim-itl-5000-c5": 0.10,
+    "nim-ttft-5000-c25": 0.20, "nim-itl-5000-c25": 0.10, "nim-ttft-5000-c50": 0.20, "nim-itl-5000-c50": 0.12,
+    "nim-tput-5000-c50": 0.10, "transferengine-efa-peak": 0.20, "p5en-line-rate": 0.0,
+}
 
 
 def test_every_factor_says_where_it_comes_from() -> None:
     names = {f.name for f in dataclasses.fields(Calibration)} - {"notes"}
     assert names == set(DEFAULT_CALIBRATION.notes)
-    calibrated = [n for n, note in DEFAULT_CALIBRATION.notes.items() if note.startswith("calibrated")]
-    assert {"prefill_efficiency", "hbm_efficiency", "efa_efficiency", "transfer_fixed_s",
-            "decoder_transfer_stall", "moe_prefill_efficiency"} <= set(calibrated)
+    calibrated = {n for n, note in DEFAULT_CALIBRATION.notes.items() if note.startswith(("calibrated", "measured"))}
+    assert {"prefill_efficiency", "low_precision_efficiency", "hbm_efficiency", "transfer_efficiency",
+            "transfer_fixed_s", "join_s_per_block", "moe_prefill_efficiency"} <= calibrated
+
+
+def test_the_decoder_stall_factor_is_gone() -> None:
+    assert "decoder_transfer_stall" not in {f.name for f in dataclasses.fields(Calibration)}
 
 
 def test_efficiencies_are_fractions_of_the_datasheet_peaks() -> None:
-    for name in ("prefill_efficiency", "moe_prefill_efficiency", "hbm_efficiency", "efa_efficiency",
-                 "nvlink_efficiency", "decoder_transfer_stall"):
+    for name in ("prefill_efficiency", "low_precision_efficiency", "moe_prefill_efficiency", "hbm_efficiency",
+                 "transfer_efficiency", "nvlink_efficiency"):
         assert 0 < getattr(DEFAULT_CALIBRATION, name) <= 1
 
 
-def test_throughput_at_isl_8000_matches_the_measurement() -> None:
-    # WHEN the Dynamo setup is predicted at ISL 8000
-    aggregated, disaggregated = _dynamo(8000)
-    # THEN both throughputs land within 10% of 204 and 248 output tok/s
-    assert aggregated.output_tokens_per_s == pytest.approx(204, rel=0.10)
-    assert disaggregated.output_tokens_per_s == pytest.approx(248, rel=0.10)
-    # AND the disaggregated ITL within 15% of 16.9 ms
-    assert disaggregated.tpot_s == pytest.approx(16.9e-3, rel=0.15)
+def test_each_fitted_constant_has_exactly_one_calibration_row_and_it_fits() -> None:
+    # GIVEN the rows that fixed a constant
+    fitted = [r for r in ROWS.values() if r.measurement.role == "calibration"]
+    # THEN each constant is fitted once, and the fit reproduces its measurement within 2% (or 0.5 points)
+    assert sorted(r.measurement.fits for r in fitted) == sorted(
+        {"prefill_efficiency", "transfer_fixed_s", "join_s_per_block", "hbm_efficiency", "low_precision_efficiency",
+         "transfer_efficiency"})
+    for row in fitted:
+        assert abs(row.error) <= (0.5 if row.measurement.unit == "%" else 0.02), row.measurement.key
 
 
-def test_the_disaggregation_gain_grows_with_the_prompt_as_measured() -> None:
-    # WHEN the ISL sweep is predicted
-    ratios = {isl: _dynamo(isl) for isl in (1000, 2000, 4000, 8000)}
-    itl = [d.tpot_s / a.tpot_s - 1 for a, d in ratios.values()]
-    throughput = {isl: d.output_tokens_per_s / a.output_tokens_per_s - 1 for isl, (a, d) in ratios.items()}
-    # THEN the ITL gain grows with the prompt, starting near the measured -7%
+def test_every_held_out_row_is_bounded() -> None:
+    held = {k for k, r in ROWS.items() if r.measurement.role == "held-out"}
+    assert held == set(HELD_OUT_BOUNDS)
+    for key, bound in HELD_OUT_BOUNDS.items():
+        assert abs(ROWS[key].error) <= bound + 1e-9, (key, ROWS[key].predicted, ROWS[key].error)
+
+
+def test_the_transfer_never_beats_the_published_efa_peak() -> None:
+    # GIVEN TransferEngine's 400 Gbit/s per GPU on EFA, the fastest published KV path
+    row = ROWS["transferengine-efa-peak"]
+    # THEN the planner's NIXL path stays below it
+    assert row.predicted < row.measurement.published
+
+
+def test_disaggregation_gains_grow_with_the_prompt_as_measured() -> None:
+    # WHEN the Dynamo ISL sweep is predicted
+    gains = [ROWS[f"dynamo-gain-{isl}"].predicted for isl in (1000, 2000, 4000)]
+    itl = [ROWS[f"dynamo-itl-change-{isl}"].predicted for isl in (1000, 2000, 4000, 8000)]
+    # THEN throughput is about even at 1k and rises to double digits, and ITL falls further with every length
+    assert abs(gains[0]) < 3 and gains[2] > 10
     assert itl == sorted(itl, reverse=True)
-    assert itl[0] == pytest.approx(-0.07, abs=0.05)
-    # AND throughput is about even at ISL 1000 and up by more than 10% from ISL 4000
-    assert abs(throughput[1000]) <= 0.10
-    assert throughput[4000] > 0.10 and throughput[8000] > 0.10
 
 
-def test_without_the_transfer_stall_the_disaggregated_itl_is_far_too_low() -> None:
-    # GIVEN the same setup with a transfer that never stalls the decoder
-    _, disaggregated = _dynamo(8000, DEFAULT_CALIBRATION.with_overrides(decoder_transfer_stall=0.0))
-    # THEN ITL falls under half the measured 16.9 ms: the stall is what the measurement needs
-    assert disaggregated.tpot_s < 16.9e-3 / 2
+def test_every_measurement_names_its_source_and_role() -> None:
+    for m in measurements():
+        assert m.source and m.what and m.role in ("calibration", "held-out")
+        assert (m.role == "calibration") == bool(m.fits)
+
+
+@pytest.mark.parametrize("key", ["nim-itl-5000-c25", "nim-ttft-5000-c50"])
+def test_fp8_points_use_fp8_weights(key: str) -> None:
+    assert "FP8" in ROWS[key].measurement.source

@@ -13,14 +13,18 @@ from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION as CAL
 from hyperpod_dpd.planner.formulas import (
     allreduce_seconds,
+    cached_tokens,
     chunks,
     efa_bytes_per_s,
+    exposed_transfer_seconds,
     free_bytes_per_gpu,
+    join_seconds,
     kv_capacity_tokens,
     kv_transfer_seconds,
     next_power_of_two,
     prefill_flops,
     prefill_seconds,
+    rank_line_rate,
     step_costs,
     step_seconds,
     valid_tensor_parallel_sizes,
@@ -55,10 +59,10 @@ def test_decode_step_of_one_token_is_the_weight_read_plus_allreduce_latency() ->
     # GIVEN Llama-3.3-70B at TP=8 on p5 decoding one token with no cached context
     costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
     # THEN the step reads 1/8 of the BF16 weights at 77% of 3.35 TB/s, then runs 160 all-reduces of one token
-    weights = 70_553_706_496 * 2 / 8 / (H100_HBM * 0.77)
+    weights = 70_553_706_496 * 2 / 8 / (H100_HBM * 0.61)
     allreduces = 160 * (10e-6 + 8192 * 2 * 1.75 / (450e9 * 0.8))
     assert step_seconds(costs, batch=1, context=0) == pytest.approx(weights + allreduces)
-    assert weights == pytest.approx(6.8378e-3, rel=1e-4)
+    assert weights == pytest.approx(8.6315e-3, rel=1e-4)
 
 
 def test_decode_step_reads_every_cached_token_once() -> None:
@@ -67,8 +71,8 @@ def test_decode_step_reads_every_cached_token_once() -> None:
     context = 16 * 8448
     step = step_seconds(costs, batch=16, context=context)
     # THEN the KV part is 40,960 bytes per token per GPU at the calibrated bandwidth
-    kv = context * 40960 / (H100_HBM * 0.77)
-    weights = 70_553_706_496 * 2 / 8 / (H100_HBM * 0.77)
+    kv = context * 40960 / (H100_HBM * 0.61)
+    weights = 70_553_706_496 * 2 / 8 / (H100_HBM * 0.61)
     allreduces = 160 * (10e-6 + 16 * 8192 * 2 * 1.75 / (450e9 * 0.8))
     assert step == pytest.approx(weights + kv + allreduces)
 
@@ -76,11 +80,33 @@ def test_decode_step_reads_every_cached_token_once() -> None:
 def test_a_full_prefill_chunk_is_compute_bound() -> None:
     # GIVEN an 8,192-token chunk on an idle 70B replica
     costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
-    # THEN its time is its FLOPs at 75% of 8 x 989.4 TFLOP/s, plus 160 all-reduces of 8,192 tokens
-    compute = prefill_flops(LLAMA_70B, 8192) / (8 * H100_FLOPS * 0.75)
+    # THEN its time is its FLOPs at 85% of 8 x 989.4 TFLOP/s, plus 160 all-reduces of 8,192 tokens
+    compute = prefill_flops(LLAMA_70B, 8192) / (8 * H100_FLOPS * 0.85)
     allreduces = 160 * (10e-6 + 8192 * 8192 * 2 * 1.75 / (450e9 * 0.8))
     assert prefill_seconds(costs, tokens=8192, chunk_tokens=8192) == pytest.approx(compute + allreduces)
-    assert compute + allreduces == pytest.approx(0.3155, rel=1e-3)
+    assert compute + allreduces == pytest.approx(0.2909, rel=1e-3)
+
+
+def test_fp8_weights_halve_the_weight_read_and_run_the_gemms_at_the_fp8_rate() -> None:
+    # GIVEN Llama-3.3-70B with FP8 weights at TP=8 on p5 (H100: FP8 dense = 2 x BF16)
+    fp8 = LLAMA_70B.with_precision(weights="fp8")
+    bf16_costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
+    fp8_costs = step_costs(model=fp8, instance=P5, tensor_parallel=8, calibration=CAL)
+    # THEN the decode step reads half the bytes, and a token's matmuls run at 2 x 989.4 TFLOP/s x 0.54 per GPU
+    assert fp8_costs.dense_weights_s == pytest.approx(bf16_costs.dense_weights_s / 2)
+    assert fp8_costs.linear_s_per_token == pytest.approx(2 * 70_553_706_496 / (8 * 2 * H100_FLOPS * 0.54))
+    assert fp8_costs.attention_s_per_pair == bf16_costs.attention_s_per_pair
+
+
+def test_a_prefix_hit_skips_the_cached_tokens_but_attends_over_them() -> None:
+    # GIVEN a 8,192-token prompt whose first half is in the prefix cache
+    costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
+    assert cached_tokens(8192, 0.5) == 4096 and cached_tokens(8192, 0.0) == 0 and cached_tokens(10, 0.99) == 9
+    # THEN only 4,096 tokens are computed, after 4,096 cached ones
+    assert chunks(8192, 8192, 4096) == ((4096, 4096),)
+    half = prefill_seconds(costs, tokens=8192, chunk_tokens=8192, cached=4096)
+    assert half == pytest.approx(step_seconds(costs, batch=0, context=0, chunk=4096, chunk_context=4096))
+    assert 0.4 < half / prefill_seconds(costs, tokens=8192, chunk_tokens=8192) < 0.6
 
 
 def test_chunks_cover_the_prompt_with_their_offsets() -> None:
@@ -93,8 +119,8 @@ def test_moe_decode_reads_only_the_experts_its_tokens_touch() -> None:
     mixtral = MODELS["Mixtral-8x22B"]
     costs = step_costs(model=mixtral, instance=P5, tensor_parallel=8, calibration=CAL)
     # THEN one token reads the shared weights plus 1 - (6/8)^1 = 25% of the experts; many tokens read them all
-    shared = (mixtral.weight_bytes - mixtral.expert_parameters * 2) / 8 / (H100_HBM * 0.77)
-    experts = mixtral.expert_parameters * 2 / 8 / (H100_HBM * 0.77)
+    shared = (mixtral.weight_bytes - mixtral.expert_parameters * 2) / 8 / (H100_HBM * 0.61)
+    experts = mixtral.expert_parameters * 2 / 8 / (H100_HBM * 0.61)
     assert costs.dense_weights_s == pytest.approx(shared)
     assert costs.expert_weights_s == pytest.approx(experts)
     assert costs.expert_miss == pytest.approx(0.75)
@@ -102,17 +128,64 @@ def test_moe_decode_reads_only_the_experts_its_tokens_touch() -> None:
     assert one == pytest.approx(shared + 0.25 * experts)
 
 
-def test_efa_bandwidth_matches_dynamos_measurement_for_one_gpu_share() -> None:
-    # GIVEN p5.48xlarge: 3,200 Gbit/s over 8 GPUs, i.e. 4 of its 32 EFA interfaces per GPU
-    # THEN one rank gets 400 GB/s / 8 x 0.192 = 9.6 GB/s (Dynamo's measurement with 4 interfaces)
-    assert efa_bytes_per_s(instance=P5, tensor_parallel=1, calibration=CAL) == pytest.approx(9.6e9)
-    assert efa_bytes_per_s(instance=P5, tensor_parallel=8, calibration=CAL) == pytest.approx(76.8e9)
+def test_each_rank_drives_its_own_gpus_share_of_the_efa_interfaces() -> None:
+    # GIVEN p5.48xlarge: 32 x 100 Gbit/s over 8 GPUs, i.e. 4 interfaces = 50 GB/s behind each GPU
+    assert rank_line_rate(P5) == pytest.approx(50e9)
+    # THEN one TP=8 replica moves KV at 8 x 50 GB/s x 0.85 (NIXL's measured share of line rate)
+    assert efa_bytes_per_s(instance=P5, tensor_parallel=8, calibration=CAL) == pytest.approx(340e9)
+    assert efa_bytes_per_s(instance=P5, tensor_parallel=1, calibration=CAL) == pytest.approx(42.5e9)
 
 
-def test_kv_transfer_time_is_bytes_over_bandwidth_plus_fixed_cost() -> None:
-    # GIVEN an 8,192-token prompt of the 70B model at TP=8 on p5: each rank sends 8192 x 40,960 bytes at 9.6 GB/s
-    seconds = kv_transfer_seconds(model=LLAMA_70B, instance=P5, tensor_parallel=8, tokens=8192, calibration=CAL)
-    assert seconds == pytest.approx(8192 * 40960 / 9.6e9 + 0.037)
+def test_8000_tokens_of_llama_70b_cross_p5_in_a_few_milliseconds() -> None:
+    # GIVEN 8,000 tokens x 327,680 bytes = 2.62 GB, i.e. 40,960 bytes per token on each of 8 ranks
+    seconds = kv_transfer_seconds(model=LLAMA_70B, instance=P5, tensor_parallel=8, tokens=8000, calibration=CAL)
+    # THEN it takes 8000 x 40,960 / (50 GB/s x 0.85) = 7.7 ms: above the 6.55 ms line rate, well under 10 ms
+    assert seconds == pytest.approx(8000 * 40960 / 42.5e9)
+    assert 8000 * 327_680 / 400e9 <= seconds < 0.010
+    assert seconds * 1e3 == pytest.approx(7.71, abs=0.01)
+
+
+@pytest.mark.parametrize("name", sorted(DPD_INSTANCE_TYPES))
+def test_no_transfer_beats_the_line_rate(name: str) -> None:
+    # GIVEN every DPD instance type and every model at every TP size
+    node = DPD_INSTANCE_TYPES[name]
+    for spec in MODELS.values():
+        for tp in (1, 2, 4, 8):
+            seconds = kv_transfer_seconds(model=spec, instance=node, tensor_parallel=tp, tokens=8000,
+                                          calibration=CAL)
+            # THEN a rank's slice never moves faster than its GPU's interfaces, nor the prompt faster than the node's
+            assert seconds >= 8000 * spec.kv_bytes_per_token_per_rank(tp) / rank_line_rate(node)
+            assert seconds >= 8000 * spec.kv_bytes_per_token / (node.efa_bandwidth_gbps * 1e9 / 8) * (1 - 1e-12)
+
+
+def test_fp8_kv_halves_the_bytes_and_the_transfer() -> None:
+    fp8 = LLAMA_70B.with_precision(kv="fp8")
+    assert fp8.kv_bytes_per_token == LLAMA_70B.kv_bytes_per_token // 2 == 163_840
+    assert kv_transfer_seconds(model=fp8, instance=P5, tensor_parallel=8, tokens=8000, calibration=CAL) == (
+        pytest.approx(kv_transfer_seconds(model=LLAMA_70B, instance=P5, tensor_parallel=8, tokens=8000,
+                                          calibration=CAL) / 2))
+    # AND NVFP4 stores 4.5 bits per element
+    assert LLAMA_70B.with_precision(kv="fp4").kv_bytes_per_token == 92_160
+
+
+def test_a_layer_wise_transfer_exposes_only_its_tail() -> None:
+    # GIVEN 80 layers, a 300 ms prefill and an 8 ms bulk transfer
+    # THEN only the last layer's slice (0.1 ms) reaches TTFT, and all of it without layer-wise pipelining
+    assert exposed_transfer_seconds(bulk_s=0.008, prefill_s=0.3, layers=80, layerwise=True) == pytest.approx(1e-4)
+    assert exposed_transfer_seconds(bulk_s=0.008, prefill_s=0.3, layers=80, layerwise=False) == 0.008
+    # AND a transfer slower than the prefill exposes what the prefill could not hide
+    assert exposed_transfer_seconds(bulk_s=1.0, prefill_s=0.4, layers=80, layerwise=True) == pytest.approx(
+        1.0 - 0.4 * 79 / 80)
+
+
+def test_a_join_costs_the_decoder_hbm_traffic_and_connector_work() -> None:
+    # GIVEN 8,192 tokens landing on a TP=8 p5 decoder through LMCache (one PD-buffer copy, 256-token chunks)
+    costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
+    join = join_seconds(costs, tokens=8192, calibration=CAL)
+    # THEN it writes, reads and writes each byte once (3 x 8192 x 40,960 B at 0.61 x 3.35 TB/s) plus 32 chunks
+    hbm = 3 * 8192 * 40960 / (H100_HBM * 0.61)
+    assert join == pytest.approx(hbm + 32 * 150e-6)
+    assert join < 0.01
 
 
 @settings(max_examples=60, deadline=None)

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner.plan import Plan, PlanError, make_plan
+from hyperpod_dpd.planner.verdict import Slo
 from hyperpod_dpd.planner.workload import LengthDistribution, Workload
 
 GIB = 1024**3
 
 
 def _plan(key: str, inputs: str, outputs: str, loads: tuple[int, ...] = (), rates: tuple[float, ...] = (),
-          name: str = "ml.p5.48xlarge", **layout: int) -> Plan:
+          name: str = "ml.p5.48xlarge", hit: float = 0.0, **layout: Any) -> Plan:
     workload = Workload(inputs=LengthDistribution.parse(inputs), outputs=LengthDistribution.parse(outputs),
-                        concurrency=loads, request_rates=rates)
+                        concurrency=loads, request_rates=rates, prefix_hit_rate=hit)
     return make_plan(model=MODELS[key], instance=instance(name), workload=workload, **layout)
 
 
@@ -28,6 +30,9 @@ def test_a_small_model_with_short_prompts_stays_colocated() -> None:
     assert plan.verdict.decision == "stay colocated"
     assert "no prompt reaches the routing threshold" in plan.verdict.reasons[0]
     assert all(p.colocated.output_tokens_per_s > p.disaggregated.output_tokens_per_s for p in plan.predictions[1:])
+    # AND the colocated layout it compares against is the better of TP8 and TP1 replicas: at 32 users on 16 GPUs
+    # the lower latency of TP8 serves more requests in the closed loop
+    assert (plan.layout.colocated_tp, plan.layout.colocated_replicas) == (8, 2)
 
 
 def test_seventy_b_with_long_prompts_on_p5_pays_off() -> None:
@@ -35,6 +40,7 @@ def test_seventy_b_with_long_prompts_on_p5_pays_off() -> None:
     plan = _plan("Llama-3.3-70B", "8192", "512", (32,))
     # THEN DPD pays off: two prefill nodes per decoder, no prefill stall on the decoder, more throughput
     assert plan.verdict.decision == "DPD pays off"
+    assert any("prefill pool runs 54% busy" in r and "1 would run 93% busy" in r for r in plan.recommendation.reasons)
     r = plan.recommendation
     assert (r.prefill_replicas, r.decode_replicas, r.tensor_parallel_size) == (2, 1, 8)
     assert r.routing_threshold == 4096 and r.max_model_len == 16384
@@ -72,19 +78,31 @@ def test_an_impossible_layout_is_refused() -> None:
         _plan("Llama-3.3-70B", "8192", "512", (8,), prefill_nodes=0)
     with pytest.raises(PlanError, match="needs 812 GB"):
         _plan("Llama-3.1-405B", "8192", "512", (8,))
+    with pytest.raises(PlanError, match="fp4 needs a GPU with FP4 tensor cores"):
+        _plan("Llama-3.3-70B", "8192", "512", (8,), kv_dtype="fp4")
+    with pytest.raises(PlanError, match="shorter than the longest request"):
+        _plan("Llama-3.3-70B", "8192", "512", (8,), max_model_len=8192)
 
 
 def test_json_has_the_documented_shape() -> None:
-    data = json.loads(json.dumps(_plan("Llama-3.3-70B", "8192", "512", (8, 16, 32)).to_dict()))
+    data = json.loads(json.dumps(_plan("Llama-3.3-70B", "8192", "512", (8, 16, 32)).to_dict(), allow_nan=False))
     assert data["kv_bytes_per_token"] == 327_680
-    assert data["kv_transfer_ms"] == pytest.approx(8192 * 40960 / 9.6e6 + 37, abs=1e-3)
+    assert data["kv_transfer_ms"] == pytest.approx(8192 * 40960 / 42.5e6, abs=1e-3)
+    assert data["kv_transfer_exposed_ms"] == pytest.approx(data["kv_transfer_ms"] / 80, abs=1e-3)
+    assert data["efa_line_rate_gbytes_per_s"] == 400.0 and data["efa_effective_gbytes_per_s"] == 340.0
+    assert data["precision"] == {"weights": "bf16", "kv_cache": "bf16"}
+    assert set(data["operating_point"]) == {"colocated", "disaggregated"}
+    assert data["cost"]["usd_per_instance_hour"] == 55.04 and data["cost"]["disaggregated"]["usd_per_hour"] == 165.12
     assert set(data["recommendation"]) >= {"prefill_replicas", "decode_replicas", "routing_threshold",
                                            "pd_buffer_size_bytes", "tensor_parallel_size"}
     assert [p["concurrency"] for p in data["predictions"]] == [8, 16, 32]
     for prediction in data["predictions"]:
         for mode in ("colocated", "disaggregated"):
-            assert set(prediction[mode]) >= {"ttft_ms", "tpot_ms", "output_tokens_per_s"}
+            assert set(prediction[mode]) >= {"ttft_ms", "tpot_ms", "output_tokens_per_s", "ttft_p50_ms",
+                                             "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms",
+                                             "e2e_p99_ms", "goodput_per_s", "slo_attainment"}
             assert prediction[mode]["ttft_ms"] > 0 and prediction[mode]["tpot_ms"] > 0
+            assert prediction[mode]["ttft_p99_ms"] >= prediction[mode]["ttft_p50_ms"]
     assert data["verdict"]["decision"] in ("DPD pays off", "stay colocated") and data["verdict"]["reasons"]
 
 
@@ -105,3 +123,46 @@ def test_mixed_prompts_split_at_the_threshold() -> None:
     # THEN only the long quarter disaggregates and the buffer is sized for those
     assert "25% of prompts reach the routing threshold (4,096 tokens)" in plan.verdict.reasons
     assert plan.recommendation.pd_buffer_size_bytes == 8 * GIB  # 4 x 16384 x 40 KiB x 1.1 = 2.75 GiB
+
+
+def test_fp8_kv_halves_the_kv_bytes_and_the_transfer() -> None:
+    bf16 = _plan("Llama-3.3-70B", "8192", "512", (16,))
+    fp8 = _plan("Llama-3.3-70B", "8192", "512", (16,), kv_dtype="fp8")
+    assert fp8.kv_bytes_per_token * 2 == bf16.kv_bytes_per_token == 327_680
+    assert fp8.kv_transfer_s == pytest.approx(bf16.kv_transfer_s / 2)
+    # AND FP4 is refused on H100 but planned on B200
+    assert _plan("Llama-3.3-70B", "8192", "512", (16,), name="ml.p6-b200.48xlarge",
+                 kv_dtype="fp4").kv_bytes_per_token == 92_160
+
+
+def test_a_half_prefix_hit_lowers_prefill_load_in_both_modes() -> None:
+    cold = _plan("Llama-3.3-70B", "8192", "512", (16,), prefill_nodes=2)
+    warm = _plan("Llama-3.3-70B", "8192", "512", (16,), prefill_nodes=2, hit=0.5)
+    for mode in ("colocated", "disaggregated"):
+        before, after = getattr(cold.predictions[0], mode), getattr(warm.predictions[0], mode)
+        assert after.prefill_utilization < 0.7 * before.prefill_utilization
+        assert after.ttft_s < before.ttft_s
+    assert any("50% of prompt tokens come from the prefix cache" in r for r in warm.verdict.reasons)
+
+
+def test_max_model_len_is_used_as_given() -> None:
+    plan = _plan("Llama-3.3-70B", "8192", "512", (16,), max_model_len=10_000)
+    assert plan.recommendation.max_model_len == 10_000
+
+
+def test_a_sweep_predicts_both_modes_at_every_load_and_marks_the_operating_point() -> None:
+    plan = _plan("Llama-3.3-70B", "8192", "512", (32,), sweep=(1, 2, 4, 8, 16, 32, 64),
+                 slo=Slo(ttft_s=1.5, tpot_s=0.018))
+    assert [p.load for p in plan.curve] == [1, 2, 4, 8, 16, 32, 64]
+    colocated, dpd = plan.operating
+    # THEN the operating point is the most goodput among loads where 90% of requests meet the SLO
+    assert (colocated.load, dpd.load) == (16, 32) and dpd.meets_target and dpd.attainment >= 0.9
+    assert plan.cost is not None and plan.cost.disaggregated.usd_per_million_output_tokens is not None
+    assert plan.cost.disaggregated.usd_per_million_output_tokens < plan.cost.colocated.usd_per_million_output_tokens
+
+
+def test_a_price_override_replaces_the_catalogue() -> None:
+    plan = _plan("Llama-3.3-70B", "8192", "512", (16,), prices={"ml.p5.48xlarge": 40.0})
+    assert plan.cost is not None and plan.cost.price.usd_per_hour == 40.0
+    assert plan.cost.colocated.usd_per_hour == 40.0 * plan.layout.baseline_nodes
+    assert plan.cost.price.basis == "environment override"

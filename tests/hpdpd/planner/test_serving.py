@@ -12,7 +12,14 @@ from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION as CAL
 from hyperpod_dpd.planner.calibration import Calibration
-from hyperpod_dpd.planner.formulas import kv_transfer_seconds, prefill_seconds, step_costs, step_seconds
+from hyperpod_dpd.planner.formulas import (
+    exposed_transfer_seconds,
+    join_seconds,
+    kv_transfer_seconds,
+    prefill_seconds,
+    step_costs,
+    step_seconds,
+)
 from hyperpod_dpd.planner.serving import Colocated, Disaggregated
 from hyperpod_dpd.planner.workload import LengthDistribution, Workload
 
@@ -21,9 +28,9 @@ P5 = instance("ml.p5.48xlarge")
 LLAMA_70B = MODELS["Llama-3.3-70B"]
 
 
-def _workload(inputs: str, outputs: str = "512", concurrency: tuple[int, ...] = (8,)) -> Workload:
+def _workload(inputs: str, outputs: str = "512", concurrency: tuple[int, ...] = (8,), hit: float = 0.0) -> Workload:
     return Workload(inputs=LengthDistribution.parse(inputs), outputs=LengthDistribution.parse(outputs),
-                    concurrency=concurrency)
+                    concurrency=concurrency, prefix_hit_rate=hit)
 
 
 def _colocated(workload: Workload, nodes: int = 2, key: str = "Llama-3.3-70B",
@@ -68,20 +75,46 @@ def test_the_decoder_sees_no_prefill_stall_when_every_prompt_is_disaggregated() 
     # GIVEN all prompts above the threshold
     point = _dpd(_workload("8192"), prefill=2).at_concurrency(16)
     costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
+    step = step_seconds(costs, batch=point.decode_batch, context=point.decode_batch * 8448)
     # THEN the longest step is a plain decode step of the decoder's batch
-    assert point.max_itl_s == pytest.approx(
-        step_seconds(costs, batch=point.decode_batch, context=point.decode_batch * 8448))
+    assert point.max_itl_s == pytest.approx(step)
+    # AND the joins (HBM traffic and connector work, 6.6 ms per 8k request) cost it only a few percent of TPOT
+    join = join_seconds(costs, tokens=8192, calibration=CAL)
+    assert point.tpot_s == pytest.approx(step / (1 - point.request_rate * join), rel=1e-3)
+    assert point.tpot_s < step * 1.1
 
 
-def test_unloaded_dpd_ttft_is_prefill_transfer_and_one_decode_step() -> None:
+def test_unloaded_dpd_ttft_is_prefill_exposed_transfer_hand_off_and_one_decode_step() -> None:
     # GIVEN a single request in an otherwise idle DPD layout
     point = _dpd(_workload("8192"), prefill=1).at_rate(1e-6)
     costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
-    # THEN TTFT is its prefill, its KV transfer and the decoder's first step
-    expected = (prefill_seconds(costs, tokens=8192, chunk_tokens=8192)
-                + kv_transfer_seconds(model=LLAMA_70B, instance=P5, tensor_parallel=8, tokens=8192, calibration=CAL)
-                + step_seconds(costs, batch=1, context=8448))
+    prefill = prefill_seconds(costs, tokens=8192, chunk_tokens=8192)
+    bulk = kv_transfer_seconds(model=LLAMA_70B, instance=P5, tensor_parallel=8, tokens=8192, calibration=CAL)
+    # THEN TTFT is its prefill, the transfer's last layer (layer-wise overlap), the hand-off and the first step
+    exposed = exposed_transfer_seconds(bulk_s=bulk, prefill_s=prefill, layers=80, layerwise=True)
+    assert exposed == pytest.approx(bulk / 80)
+    expected = prefill + exposed + CAL.transfer_fixed_s + step_seconds(costs, batch=1, context=8448)
     assert point.ttft_s == pytest.approx(expected, rel=1e-3)
+
+
+def test_a_prefix_hit_lowers_the_prefill_load_in_both_modes() -> None:
+    # GIVEN the same 8k workload with no prefix hits and with half of every prompt cached
+    cold, warm = _workload("8192"), _workload("8192", hit=0.5)
+    # THEN the prefiller's service time and the colocated stall both shrink, and both modes serve faster
+    assert _dpd(warm).service < 0.6 * _dpd(cold).service
+    for make in (_colocated, _dpd):
+        before, after = make(cold).at_concurrency(16), make(warm).at_concurrency(16)  # type: ignore[operator]
+        assert after.ttft_s < 0.75 * before.ttft_s
+        assert after.prefill_utilization < before.prefill_utilization
+    assert _colocated(warm).at_concurrency(16).tpot_s < _colocated(cold).at_concurrency(16).tpot_s
+
+
+def test_percentiles_bracket_the_mean_and_p99_exceeds_p50() -> None:
+    point = _colocated(_workload("2048:3,16384:1")).at_concurrency(16)
+    assert point.ttft_p50_s < point.ttft_s < point.ttft_p99_s
+    assert point.tpot_p50_s <= point.tpot_p99_s
+    assert point.e2e_p50_s < point.e2e_p99_s
+    assert 0 < point.attainment(point.ttft_p99_s, None) <= 1
 
 
 def test_prompts_below_the_threshold_stay_on_the_decoder() -> None:

@@ -81,3 +81,28 @@ def test_rates_are_positive_and_finite() -> None:
     for bad in ("0", "-1", "inf", "nan"):
         with pytest.raises(ValueError):
             parse_rates(bad)
+
+
+def test_a_mean_and_spread_become_seven_log_normal_lengths() -> None:
+    spread = LengthDistribution.parse("4096~2048")
+    assert len(spread.points) == 7 and all(p == pytest.approx(1 / 7) for _, p in spread.points)
+    assert spread.points[0][0] == 1834 and spread.points[-1][0] == 7320
+    assert spread.mean == pytest.approx(4096, rel=0.05)
+    assert spread.describe() == "4096~2048"
+    assert LengthDistribution.parse("512~0").points == ((512, 1.0),)
+
+
+def test_percentiles_become_steps_up_to_each_percentile() -> None:
+    marks = LengthDistribution.parse("p50=2000,p90=8000,p99=16000")
+    assert marks.points == ((2000, 0.5), (8000, 0.4), (16000, pytest.approx(0.1)))
+    with pytest.raises(ValueError, match="must not fall"):
+        LengthDistribution.parse("p50=8000,p90=2000")
+    with pytest.raises(ValueError, match="expected percentiles"):
+        LengthDistribution.parse("p50=2000,q90=3")
+
+
+def test_a_prefix_hit_rate_is_a_fraction_below_one() -> None:
+    lengths = LengthDistribution.fixed(100)
+    assert Workload(inputs=lengths, outputs=lengths, concurrency=(1,), prefix_hit_rate=0.5).prefix_hit_rate == 0.5
+    with pytest.raises(ValueError, match="prefix hit rate"):
+        Workload(inputs=lengths, outputs=lengths, concurrency=(1,), prefix_hit_rate=1.0)

@@ -1,0 +1,42 @@
+"""Prints the planner's calibration table: every published measurement, the planner's prediction and its error.
+
+Rows marked ``calibration`` fixed a constant (their error is near zero by construction); ``held-out`` rows were left
+out of every fit, so their errors are the model's real errors. Sources: ``hyperpod_dpd.planner.measurements``.
+
+Usage: .venv/bin/python bench/calibration.py   (``make bench`` runs it)
+"""
+
+from __future__ import annotations
+
+from hyperpod_dpd.planner.measurements import rows
+
+
+def _value(value: float, unit: str) -> str:
+    return f"{value:+.1f} %" if unit == "%" else f"{value:,.1f} {unit}"
+
+
+def _error(row: object) -> str:
+    error = row.error  # type: ignore[attr-defined]
+    unit = row.measurement.unit  # type: ignore[attr-defined]
+    return f"{error:+.1f} pp" if unit == "%" else f"{error:+.0%}"
+
+
+def main() -> int:
+    table = rows()
+    width = max(len(r.measurement.what) for r in table)
+    print(f"{'source':<30} {'measurement':<{width}} {'role':<12} {'published':>14} {'predicted':>14} {'error':>8}")
+    for row in table:
+        m = row.measurement
+        print(f"{m.source:<30} {m.what:<{width}} {m.role:<12} {_value(m.published, m.unit):>14} "
+              f"{_value(row.predicted, m.unit):>14} {_error(row):>8}" + (f"   fits {m.fits}" if m.fits else ""))
+    held = [r for r in table if r.measurement.role == "held-out"]
+    relative = [abs(r.error) for r in held if r.measurement.unit != "%"]
+    points = [abs(r.error) for r in held if r.measurement.unit == "%"]
+    print(f"held-out: {len(held)} rows; median |error| {sorted(relative)[len(relative) // 2]:.0%} (absolute units), "
+          f"max {max(relative):.0%}; relative changes median {sorted(points)[len(points) // 2]:.1f} pp, "
+          f"max {max(points):.1f} pp")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""One decode engine at a steady request rate: the batch, TPOT, local prefill queue and the stalls its streams see.
+
+A decode engine runs steps; every step emits one token per decoding request. A prompt prefilled on the same engine
+rides along as chunks of ``chunk_tokens`` and lengthens the steps that carry them, so every decoding stream stalls
+(colocated interference). A disaggregated request costs the decoder its join (``formulas.join_seconds``). Per
+second, the engine spends ``sum(rate_i * stall_i)`` on those extra step lengths, so
+
+    TPOT = t_decode(B) / (1 - rho_interference),   B = rate x (output - 1) x TPOT   (Little's law)
+
+Waiting for a local prefill slot follows Pollaczek-Khinchine (M/G/1) on the prefill work.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hyperpod_dpd.planner.formulas import StepCosts, step_seconds
+from hyperpod_dpd.planner.tails import Stalls
+
+_MAX_STEPS = 60
+_BATCH_TOLERANCE = 1e-6
+
+# (arrival rate, chunks) of one class of prompts prefilled on the engine
+LocalClasses = tuple[tuple[float, tuple[tuple[int, int], ...]], ...]
+
+
+@dataclass(frozen=True)
+class Joins:
+    """Disaggregated arrivals as stall events: total rate, sum(rate x size), sum(rate x size^2)."""
+
+    rate: float = 0.0
+    busy: float = 0.0
+    second: float = 0.0
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A decode engine's answer at one request rate."""
+
+    tpot: float
+    step: float
+    local_services: tuple[float, ...]
+    local_wait: float  # mean wait for a local prefill slot (M/G/1)
+    max_step: float
+    batch: float
+    prefill_busy: float
+    stalls: Stalls
+
+    @property
+    def local_ttft(self) -> tuple[float, ...]:
+        return tuple(self.local_wait + s for s in self.local_services)
+
+
+@dataclass(frozen=True)
+class _State:
+    """A decode engine at one decode batch: the TPOT that batch implies (``inf`` if it cannot keep up)."""
+
+    tpot: float
+    step: float
+    services: tuple[float, ...]
+    max_step: float
+    prefill_busy: float
+    second_moment: float
+    stall_rate: float
+    stall_busy: float
+    stall_second: float
+
+
+def _state(costs: StepCosts, batch: float, *, decode_context: float, local: LocalClasses, joins: Joins) -> _State:
+    seen = max(batch, 1.0)  # a decoding stream always shares the step with at least itself
+    context = seen * decode_context
+    step = step_seconds(costs, batch=seen, context=context)
+    interference = joins.busy
+    stall_rate, stall_second = joins.rate, joins.second
+    prefill_busy = second = 0.0
+    services = []
+    max_step = step
+    # step_seconds with a chunk, inlined: this loop is the planner's innermost one
+    kv, linear, attention = costs.kv_read_s_per_token, costs.linear_s_per_token, costs.attention_s_per_pair
+    experts, miss, comm = costs.expert_weights_s, costs.expert_miss, costs.comm_s_per_token
+    fixed = costs.dense_weights_s
+    for class_rate, pieces in local:
+        service = 0.0
+        for size, start in pieces:
+            tokens = seen + size
+            memory = fixed + (experts * (1.0 - miss ** tokens) if experts else 0.0) + (context + start) * kv
+            compute = tokens * linear + (context + size * (start + size / 2)) * attention
+            mixed = (memory if memory > compute else compute) + costs.comm_fixed_s + tokens * comm
+            service += mixed
+            if mixed > max_step:
+                max_step = mixed
+        services.append(service)
+        extra = service - len(pieces) * step
+        interference += class_rate * extra
+        stall_rate += class_rate
+        stall_second += class_rate * extra * extra
+        prefill_busy += class_rate * service
+        second += class_rate * service * service
+    stable = prefill_busy < 1.0 and interference < 1.0
+    return _State(tpot=step / (1.0 - interference) if stable else math.inf, step=step, services=tuple(services),
+                  max_step=max_step, prefill_busy=prefill_busy, second_moment=second, stall_rate=stall_rate,
+                  stall_busy=interference, stall_second=stall_second)
+
+
+def decode_engine(costs: StepCosts, *, rate: float, local: LocalClasses, decode_context: float,
+                  steps_per_request: float, kv_slots: float, joins: Joins = Joins()) -> Engine | None:
+    """Solve one decode engine; ``None`` when it cannot keep up (prefill, decode or KV capacity).
+
+    The batch B is the fixed point of B = rate x (output - 1) x TPOT(B): h(B) = that minus B starts positive and
+    falls once the engine keeps up, so it is bracketed by doubling and closed by regula falsi (Illinois).
+    """
+    growth = rate * steps_per_request
+    cap = kv_slots / decode_context
+
+    def state(batch: float) -> _State:
+        return _state(costs, batch, decode_context=decode_context, local=local, joins=joins)
+
+    low, current = 0.0, state(0.0)
+    if growth <= 0.0:
+        return _engine(current, 0.0) if math.isfinite(current.tpot) else None
+    h_low = growth * current.tpot
+    high = min(cap, max(1.0, h_low)) if math.isfinite(h_low) else min(cap, 1.0)
+    while True:
+        candidate = state(high)
+        h_high = growth * candidate.tpot - high
+        if h_high <= 0.0:
+            break
+        if high >= cap:
+            return None  # the batch this rate needs does not fit in the KV cache, or decode cannot keep up
+        low, h_low, high = high, h_high, min(cap, high * 2)
+    best, best_batch = candidate, high
+    side = 0
+    for _ in range(_MAX_STEPS):
+        if high - low <= _BATCH_TOLERANCE * high:
+            break
+        if math.isfinite(h_low):
+            middle = (low * h_high - high * h_low) / (h_high - h_low)
+        else:
+            middle = (low + high) / 2
+        current = state(middle)
+        gap = growth * current.tpot - middle
+        if gap > 0.0:
+            low, h_low = middle, gap
+            if side == 1:
+                h_high /= 2
+            side = 1
+        else:
+            high, h_high, best, best_batch = middle, gap, current, middle
+            if side == -1 and math.isfinite(h_low):
+                h_low /= 2
+            side = -1
+        if abs(gap) <= _BATCH_TOLERANCE * max(1.0, middle):
+            best, best_batch = current, middle
+            break
+    if not math.isfinite(best.tpot):
+        return None
+    return _engine(best, best_batch)
+
+
+def _engine(state: _State, batch: float) -> Engine:
+    wait = state.second_moment / (2 * (1.0 - state.prefill_busy)) if state.prefill_busy else 0.0
+    stalls = Stalls()
+    if state.stall_rate > 0:
+        stalls = Stalls(rate=state.stall_rate, mean_s=state.stall_busy / state.stall_rate,
+                        second_s2=state.stall_second / state.stall_rate)
+    return Engine(tpot=state.tpot, step=state.step, local_services=state.services, local_wait=wait,
+                  max_step=state.max_step, batch=batch, prefill_busy=state.prefill_busy, stalls=stalls)

@@ -1,0 +1,149 @@
+"""Published measurements the planner is calibrated on or checked against, and its prediction for each.
+
+Every row names its source and what was measured. ``role`` says whether the row fixed a calibration constant
+(``calibration``: its error is near zero by construction) or was left out of every fit (``held-out``: its error is
+the model's real error). ``bench/calibration.py`` (``make bench``) prints the table; tests bound the held-out errors.
+
+Sources:
+
+* DYNAMO: NVIDIA Dynamo, "Disaggregated Inference Communication Guide" (ai-dynamo/dynamo
+  docs/kubernetes/disagg-communication-guide.md, "Performance Expectations"): Llama-3.1-8B-Instruct BF16 on AWS
+  p5.48xlarge, one H100 per worker, 4 EFA interfaces, NIXL + libfabric + GDRCopy, OSL 50, concurrency 10, one
+  aggregated worker against one prefill and one decode worker (vLLM NixlConnector).
+* NIM: NVIDIA NIM for LLMs benchmarking guide, "Performance" (docs.nvidia.com/nim/benchmarking/llm), NIM 1.8.0,
+  Llama-3.3-70B-Instruct FP8 TP2 on 2 x H100 80GB (TensorRT-LLM engine; FP8 KV cache assumed), one aggregated
+  engine, AIPerf at fixed concurrency.
+* NIXLBENCH: ai-dynamo/nixl pull request #1647, nixlbench UCX backend, 16 MiB blocks, 341 of 400 Gbit/s.
+* TRANSFERENGINE: Licker et al., "RDMA Point-to-Point Communication for LLM Systems" (arXiv 2510.27656, MLSys'26):
+  400 Gbit/s peak per GPU on AWS EFA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+from hyperpod_dpd.catalogue.instances import instance
+from hyperpod_dpd.catalogue.models import MODELS
+from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION, DYNAMO_NIXL, Calibration
+from hyperpod_dpd.planner.formulas import efa_bytes_per_s, rank_line_rate
+from hyperpod_dpd.planner.serving import Colocated, Disaggregated, Point
+from hyperpod_dpd.planner.workload import LengthDistribution, Workload
+
+P5 = instance("ml.p5.48xlarge")
+P5EN = instance("ml.p5en.48xlarge")
+UNLOADED = 1e-6  # requests per second: an idle system (unqueued TTFT)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    key: str
+    source: str
+    what: str
+    published: float
+    unit: str  # "ms", "tok/s", "Gbit/s", "%" (relative changes: the error is in percentage points)
+    role: str  # "calibration" or "held-out"
+    fits: str = ""  # the calibration constant this row fixed
+
+
+@dataclass(frozen=True)
+class Row:
+    measurement: Measurement
+    predicted: float
+
+    @property
+    def error(self) -> float:
+        """Relative error (predicted / published - 1), or the difference in percentage points for % rows."""
+        if self.measurement.unit == "%":
+            return self.predicted - self.measurement.published
+        return self.predicted / self.measurement.published - 1
+
+
+def _dynamo(isl: int, calibration: Calibration) -> tuple[Point, Point, Point, Point]:
+    """(aggregated, disaggregated) at concurrency 10, then both unloaded."""
+    workload = Workload(inputs=LengthDistribution.fixed(isl), outputs=LengthDistribution.fixed(50),
+                        concurrency=(10,))
+    model = MODELS["Llama-3.1-8B"]
+    aggregated = Colocated(model=model, instance=P5, tensor_parallel=1, workload=workload, nodes=1,
+                           calibration=calibration)
+    dpd = Disaggregated(model=model, instance=P5, tensor_parallel=1, workload=workload, prefill=1, decode=1,
+                        threshold=0, pd_buffer_bytes=0, calibration=calibration.with_overrides(**DYNAMO_NIXL))
+    return (aggregated.at_concurrency(10), dpd.at_concurrency(10), aggregated.at_rate(UNLOADED),
+            dpd.at_rate(UNLOADED))
+
+
+def _nim(inputs: int, outputs: int, users: int, calibration: Calibration) -> Point:
+    model = MODELS["Llama-3.3-70B"].with_precision(weights="fp8", kv="fp8")
+    workload = Workload(inputs=LengthDistribution.fixed(inputs), outputs=LengthDistribution.fixed(outputs),
+                        concurrency=(users,))
+    return Colocated(model=model, instance=P5, tensor_parallel=2, nodes=1, workload=workload,
+                     calibration=calibration).at_concurrency(users)
+
+
+def _gain(isl: int, metric: str, calibration: Calibration) -> float:
+    aggregated, dpd, _, _ = _dynamo(isl, calibration)
+    return (getattr(dpd, metric) / getattr(aggregated, metric) - 1) * 100
+
+
+D = "DYNAMO p5 Llama-3.1-8B"
+N = "NIM 2xH100 Llama-3.3-70B FP8"
+_TABLE: tuple[tuple[Measurement, Callable[[Calibration], float]], ...] = (
+    (Measurement("dynamo-ttft-aggregated", D, "ISL 8000 unqueued TTFT, aggregated", 173, "ms", "calibration",
+                 "prefill_efficiency"), lambda c: _dynamo(8000, c)[2].ttft_s * 1e3),
+    (Measurement("dynamo-ttft-disaggregated", D, "ISL 8000 unqueued TTFT, disaggregated", 210, "ms", "calibration",
+                 "transfer_fixed_s"), lambda c: _dynamo(8000, c)[3].ttft_s * 1e3),
+    (Measurement("dynamo-itl-disaggregated", D, "ISL 8000 ITL, disaggregated", 16.9, "ms", "calibration",
+                 "join_s_per_block"), lambda c: _dynamo(8000, c)[1].tpot_s * 1e3),
+    (Measurement("dynamo-itl-aggregated", D, "ISL 8000 ITL, aggregated", 28.5, "ms", "held-out"),
+     lambda c: _dynamo(8000, c)[0].tpot_s * 1e3),
+    (Measurement("dynamo-tput-aggregated", D, "ISL 8000 output throughput, aggregated", 204, "tok/s", "held-out"),
+     lambda c: _dynamo(8000, c)[0].output_tokens_per_s),
+    (Measurement("dynamo-tput-disaggregated", D, "ISL 8000 output throughput, disaggregated", 248, "tok/s",
+                 "held-out"), lambda c: _dynamo(8000, c)[1].output_tokens_per_s),
+    (Measurement("dynamo-p95-aggregated", D, "ISL 8000 P95 TTFT, aggregated", 2097, "ms", "held-out"),
+     lambda c: _dynamo(8000, c)[0].quantile("ttft", 0.95) * 1e3),
+    (Measurement("dynamo-p95-disaggregated", D, "ISL 8000 P95 TTFT, disaggregated", 1752, "ms", "held-out"),
+     lambda c: _dynamo(8000, c)[1].quantile("ttft", 0.95) * 1e3),
+    *((Measurement(f"dynamo-gain-{isl}", D, f"ISL {isl} throughput change, disaggregated vs aggregated", gain, "%",
+                   "held-out"), lambda c, isl=isl: _gain(isl, "output_tokens_per_s", c))
+      for isl, gain in ((1000, 0.0), (2000, 3.0), (4000, 14.0), (8000, 22.0))),
+    *((Measurement(f"dynamo-itl-change-{isl}", D, f"ISL {isl} ITL change, disaggregated vs aggregated", change, "%",
+                   "held-out"), lambda c, isl=isl: _gain(isl, "tpot_s", c))
+      for isl, change in ((1000, -7.0), (2000, -11.0), (4000, -18.0), (8000, -41.0))),
+    (Measurement("nim-itl-500-c1", N, "500 in / 2000 out, concurrency 1: ITL", 18.91, "ms", "calibration",
+                 "hbm_efficiency"), lambda c: _nim(500, 2000, 1, c).tpot_s * 1e3),
+    (Measurement("nim-ttft-5000-c1", N, "5000 in / 500 out, concurrency 1: TTFT", 406.77, "ms", "calibration",
+                 "low_precision_efficiency"), lambda c: _nim(5000, 500, 1, c).ttft_s * 1e3),
+    (Measurement("nim-ttft-500-c1", N, "500 in / 2000 out, concurrency 1: TTFT", 47.77, "ms", "held-out"),
+     lambda c: _nim(500, 2000, 1, c).ttft_s * 1e3),
+    *(row for users, ttft, itl in ((1, None, 18.58), (5, 546.7, 21.83), (25, 688.69, 38.75), (50, 834.51, 59.73))
+      for row in (
+          *(((Measurement(f"nim-ttft-5000-c{users}", N, f"5000 in / 500 out, concurrency {users}: TTFT", ttft, "ms",
+                          "held-out"), lambda c, u=users: _nim(5000, 500, u, c).ttft_s * 1e3),) if ttft else ()),
+          (Measurement(f"nim-itl-5000-c{users}", N, f"5000 in / 500 out, concurrency {users}: ITL", itl, "ms",
+                       "held-out"), lambda c, u=users: _nim(5000, 500, u, c).tpot_s * 1e3))),
+    (Measurement("nim-tput-5000-c50", N, "5000 in / 500 out, concurrency 50: output throughput", 814.37, "tok/s",
+                 "held-out"), lambda c: _nim(5000, 500, 50, c).output_tokens_per_s),
+    (Measurement("nixlbench-efficiency", "NIXLBENCH", "share of NIC line rate NIXL moves", 85.25, "%",
+                 "calibration", "transfer_efficiency"), lambda c: c.transfer_efficiency * 100),
+    (Measurement("transferengine-efa-peak", "TRANSFERENGINE p5en", "per-GPU KV bandwidth on EFA (bound: <= peak)",
+                 400, "Gbit/s", "held-out"),
+     lambda c: efa_bytes_per_s(instance=P5EN, tensor_parallel=1, calibration=c) * 8 / 1e9),
+    (Measurement("p5en-line-rate", "TRANSFERENGINE p5en", "EFA line rate behind one GPU (catalogue)", 400, "Gbit/s",
+                 "held-out"), lambda c: rank_line_rate(P5EN) * 8 / 1e9),
+)
+
+
+@cache
+def _rows(calibration: Calibration) -> tuple[Row, ...]:
+    return tuple(Row(m, predict(calibration)) for m, predict in _TABLE)
+
+
+def rows(calibration: Calibration = DEFAULT_CALIBRATION) -> tuple[Row, ...]:
+    """Every measurement with the planner's prediction under ``calibration``."""
+    return _rows(calibration)
+
+
+def measurements() -> tuple[Measurement, ...]:
+    return tuple(m for m, _ in _TABLE)
