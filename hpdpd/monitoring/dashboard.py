@@ -1,0 +1,193 @@
+"""The Grafana dashboard of one environment's DPD endpoints, built from the metric catalogue.
+
+Panels follow the DPD page's dashboard ("Observability": E2E TTFT, Prefill TTFT, Prefill/Decode Queue, Prefill Time,
+Decode Latency (TPOT), KV Transfer Time, DPD Routing Counts), plus the GPU faults and the two CloudWatch log metrics
+the alerts watch. Queries come from the same builders as the alert rules (:mod:`hyperpod_dpd.monitoring.metrics`),
+with the endpoint picked by the ``$resource`` variable instead of a fixed IEC name. Like AWS's inference dashboard,
+the data source is a ``$datasource`` variable (the Amazon Managed Prometheus data source); the log metrics use a
+``$cloudwatch`` variable. No CDK here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.monitoring.alerts import WINDOW, EndpointTarget, endpoint_targets
+from hyperpod_dpd.monitoring.metrics import (
+    HOSTNAME,
+    METRICS,
+    RESOURCE,
+    STATUS,
+    Matcher,
+    Metric,
+    cloudwatch_namespace,
+    fallback_ratio,
+    quantile_ms,
+    rate_sum,
+    role,
+    selector,
+)
+
+SCHEMA_VERSION = 39  # Grafana 10.4 and newer (AWS's inference dashboard is at 39 too)
+PROMETHEUS = {"type": "prometheus", "uid": "${datasource}"}
+CLOUDWATCH = {"type": "cloudwatch", "uid": "${cloudwatch}"}
+ENDPOINT = Matcher(RESOURCE, "$resource", "=~")
+
+
+@dataclass(frozen=True)
+class Query:
+    expr: str
+    legend: str
+
+
+@dataclass(frozen=True)
+class PanelSpec:
+    """One time-series panel: what it reads (``metrics``, all from the catalogue) and how it shows it."""
+
+    title: str
+    description: str
+    unit: str
+    metrics: tuple[Metric, ...]
+    queries: tuple[Query, ...] = ()
+    threshold: float | None = None
+    datasource: Literal["prometheus", "cloudwatch"] = "prometheus"
+    width: int = 8
+
+
+@dataclass(frozen=True)
+class Row:
+    title: str
+    panels: tuple[PanelSpec, ...] = field(default_factory=tuple)
+
+
+def _strictest(targets: Sequence[EndpointTarget], attribute: str) -> float | None:
+    values = [getattr(t.slo, attribute) for t in targets]
+    return float(min(values)) if values else None
+
+
+def rows(config: EnvironmentConfig) -> tuple[Row, ...]:
+    """What the dashboard shows, in order (``rows(config)[i].panels[j].metrics`` is what a test checks)."""
+    targets = endpoint_targets(config)
+    e2e, ttft, tpot, prefill_time = METRICS["e2e_ttft"], METRICS["ttft"], METRICS["tpot"], METRICS["prefill_time"]
+    waiting, kv, finished = METRICS["waiting"], METRICS["kv_retrieve"], METRICS["finished"]
+    xid, ecc, ecc_lifetime = METRICS["xid"], METRICS["ecc_dbe_volatile"], METRICS["ecc_dbe_aggregate"]
+    ok = Matcher(STATUS, "2.*", "=~")  # successful responses, as AWS's dashboard counts them
+
+    def p(metric: Metric, *matchers: Matcher) -> tuple[Query, ...]:
+        return tuple(Query(quantile_ms(metric, q, ENDPOINT, *matchers, window=WINDOW), f"P{int(q * 100)}")
+                     for q in (0.5, 0.9, 0.99))
+
+    return (
+        Row("Latency against the objective", (
+            PanelSpec("E2E TTFT", e2e.description + ". Red line: the strictest endpoint objective (slo.ttft_ms).",
+                      "ms", (e2e,), p(e2e, ok), _strictest(targets, "ttft_ms"), width=12),
+            PanelSpec("Decode latency (TPOT)", tpot.description + ". Red line: the strictest slo.tpot_ms.",
+                      "ms", (tpot,), p(tpot, role("decode")), _strictest(targets, "tpot_ms"), width=12),
+            PanelSpec("Prefill TTFT", ttft.description, "ms", (ttft,), p(ttft, role("prefill"))),
+            PanelSpec("Prefill time", prefill_time.description, "ms", (prefill_time,), p(prefill_time, role("prefill"))),
+            PanelSpec("KV transfer time", kv.description, "ms", (kv,), p(kv, role("decode")),
+                      float(config.alerts.kv_transfer_p99_ms)),
+        )),
+        Row("Queues and routing", (
+            PanelSpec("Prefill queue", waiting.description + " (per prefiller).", "short", (waiting,),
+                      (Query(f"sum by (pod_name) ({selector(waiting, ENDPOINT, role('prefill'))})", "{{pod_name}}"),),
+                      float(config.alerts.prefill_queue_depth)),
+            PanelSpec("Decode queue", waiting.description + " (the decoder).", "short", (waiting,),
+                      (Query(f"sum by (pod_name) ({selector(waiting, ENDPOINT, role('decode'))})", "{{pod_name}}"),)),
+            PanelSpec("DPD routing", finished.description + ".", "reqps", (finished,), (
+                Query(rate_sum(finished, ENDPOINT, role("prefill"), window=WINDOW), "disaggregated"),
+                Query(f"clamp_min({rate_sum(finished, ENDPOINT, role('decode'), window=WINDOW)} - "
+                      f"{rate_sum(finished, ENDPOINT, role('prefill'), window=WINDOW)}, 0)", "under threshold"))),
+            PanelSpec("Fallback ratio", "Share of requests under the routing threshold (decoder-only prefill).",
+                      "percentunit", (finished,), (Query(fallback_ratio(ENDPOINT), "fallback"),),
+                      config.alerts.fallback_ratio),
+        )),
+        Row("Nodes and logs", (
+            PanelSpec("GPU XID errors", xid.description, "short", (xid,),
+                      (Query(f"max by ({HOSTNAME}, gpu) ({selector(xid)})", "{{Hostname}} GPU {{gpu}}"),)),
+            PanelSpec("GPU double-bit ECC errors", f"{ecc.description}; and new ones over its lifetime (1 h).",
+                      "short", (ecc, ecc_lifetime), (
+                          Query(f"max by ({HOSTNAME}, gpu) ({selector(ecc)})", "{{Hostname}} GPU {{gpu}} since load"),
+                          Query(f"max by ({HOSTNAME}, gpu) (increase({selector(ecc_lifetime)}[1h]))",
+                                "{{Hostname}} GPU {{gpu}} new (1 h)"))),
+            PanelSpec("Decoder buffer overflows", METRICS["buffer_overflow"].description, "short",
+                      (METRICS["buffer_overflow"],), datasource="cloudwatch"),
+            PanelSpec("Node health events", METRICS["node_health_events"].description, "short",
+                      (METRICS["node_health_events"],), datasource="cloudwatch"),
+        )),
+    )
+
+
+def _field_config(spec: PanelSpec) -> dict[str, Any]:
+    defaults: dict[str, Any] = {"unit": spec.unit, "color": {"mode": "palette-classic"}}
+    if spec.threshold is not None:
+        defaults["thresholds"] = {"mode": "absolute", "steps": [{"color": "green", "value": None},
+                                                                {"color": "red", "value": spec.threshold}]}
+        defaults["custom"] = {"thresholdsStyle": {"mode": "line"}}
+    return {"defaults": defaults, "overrides": []}
+
+
+def _targets(spec: PanelSpec, namespace: str, region: str) -> list[dict[str, Any]]:
+    if spec.datasource == "cloudwatch":
+        (metric,) = spec.metrics
+        return [{"refId": "A", "datasource": CLOUDWATCH, "queryMode": "Metrics", "namespace": namespace,
+                 "metricName": metric.name, "statistic": "Sum", "period": "300", "dimensions": {},
+                 "matchExact": True, "region": region}]
+    return [{"refId": chr(ord("A") + i), "datasource": PROMETHEUS, "expr": q.expr, "legendFormat": q.legend}
+            for i, q in enumerate(spec.queries)]
+
+
+def dashboard(config: EnvironmentConfig) -> dict[str, Any]:
+    """The dashboard JSON of one environment (validated by the caller: :func:`render`)."""
+    namespace = cloudwatch_namespace(config.hyperpod.cluster_name)
+    panels: list[dict[str, Any]] = []
+    next_id, y = 1, 0
+    for row in rows(config):
+        panels.append({"type": "row", "id": next_id, "title": row.title, "collapsed": False, "panels": [],
+                       "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}})
+        next_id, y, x, tallest = next_id + 1, y + 1, 0, 0
+        for spec in row.panels:
+            if x + spec.width > 24:
+                x, y = 0, y + tallest
+            panels.append({
+                "type": "timeseries", "id": next_id, "title": spec.title, "description": spec.description,
+                "datasource": CLOUDWATCH if spec.datasource == "cloudwatch" else PROMETHEUS,
+                "gridPos": {"h": 8, "w": spec.width, "x": x, "y": y},
+                "fieldConfig": _field_config(spec),
+                "options": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                            "tooltip": {"mode": "multi", "sort": "desc"}},
+                "targets": _targets(spec, namespace, config.region)})
+            next_id, x, tallest = next_id + 1, x + spec.width, 8
+        y += tallest
+    resources = [t.resource_name for t in endpoint_targets(config)]
+    return {
+        "uid": f"hpdpd-{config.name}"[:40], "title": f"HyperPod DPD: {config.name}",
+        "description": f"DPD endpoints of {config.name} (HyperPod cluster {config.hyperpod.cluster_name}); "
+                       "generated by hyperpod-dpd from its metric catalogue. Edit the code, not this JSON.",
+        "tags": ["hyperpod", "dpd", "hyperpod-dpd", config.name], "editable": True, "graphTooltip": 1,
+        "timezone": "browser", "refresh": "30s", "schemaVersion": SCHEMA_VERSION,
+        "time": {"from": "now-6h", "to": "now"},
+        "annotations": {"list": [{"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                                  "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
+                                  "name": "Annotations & Alerts", "type": "dashboard"}]},
+        "templating": {"list": [
+            {"type": "datasource", "name": "datasource", "label": "Prometheus", "query": "prometheus"},
+            {"type": "datasource", "name": "cloudwatch", "label": "CloudWatch", "query": "cloudwatch"},
+            {"type": "custom", "name": "resource", "label": "Endpoint (InferenceEndpointConfig)",
+             "query": ",".join(resources), "multi": True, "includeAll": True, "allValue": "|".join(resources),
+             "current": {"text": "All", "value": "$__all"}},
+        ]},
+        "panels": panels,
+    }
+
+
+def render(config: EnvironmentConfig) -> dict[str, Any]:
+    """:func:`dashboard`, checked against Grafana's dashboard schema and the PromQL checks."""
+    from hyperpod_dpd.monitoring.validation import check_dashboard
+
+    document = dashboard(config)
+    check_dashboard(document)
+    return document

@@ -1,0 +1,205 @@
+"""The one catalogue of the metrics the DPD alerts and the dashboard use: name, labels, unit, source, description.
+
+Every alert expression, CloudWatch metric filter and dashboard query is built from a :class:`Metric` here, through
+:func:`selector` (which refuses a label the metric does not carry), so a metric or label name cannot differ between
+an alert and a panel. Where AWS's own HyperPod observability set-up uses a metric, the name and labels are AWS's:
+``inference.json`` (the HyperPod inference dashboard) and ``alert-rules.yaml`` of aws/sagemaker-hyperpod-cluster-setup
+@ b920fcf (eks/cloudformation/resources/grafana-lambda-function/lambda_function/), copied unmodified under
+shared/reference/aws-cluster-setup/. AWS documents the DPD panels only by title (DPD page, "Observability": E2E
+TTFT, Prefill TTFT, Prefill/Decode Queue, Prefill Time, Decode Latency (TPOT), KV Transfer Time, DPD Routing Counts);
+for those the catalogue names the engine metric that measures the same quantity, with its upstream source.
+
+No CDK here: the CLI and the dashboard writer use it too.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+Kind = Literal["histogram", "gauge", "counter", "log"]
+
+# Labels of the HyperPod inference metrics (AWS's inference dashboard filters on them; the HyperPod inference
+# observability page lists cluster, deployment and pod dimensions for every inference metric).
+CLUSTER_ID = "cluster_id"
+NAMESPACE = "namespace"
+RESOURCE = "resource_name"  # the InferenceEndpointConfig's name (hyperpod-dpd: <endpoint>-<generation>)
+RESOURCE_TYPE = "resource_type"
+POD = "pod_name"
+NODE = "node_name"
+STATUS = "status"
+# Labels of the DCGM exporter's GPU metrics, as AWS's alert rules use them.
+GPU = "gpu"
+HOSTNAME = "Hostname"
+
+INFERENCE_LABELS = (CLUSTER_ID, NAMESPACE, RESOURCE, RESOURCE_TYPE, POD, NODE)
+# Operator-created pod names (DPD page, "What the operator creates"): prefill-<iec>-..., decode-<iec>-...
+ROLE_POD_PATTERN = {"prefill": "prefill-.*", "decode": "decode-.*"}
+
+AWS_DASHBOARD = "AWS HyperPod inference dashboard (aws/sagemaker-hyperpod-cluster-setup @ b920fcf, inference.json)"
+AWS_ALERT_RULES = "AWS HyperPod alert rules (aws/sagemaker-hyperpod-cluster-setup @ b920fcf, alert-rules.yaml)"
+HMA_DOC = ("https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-health-monitoring-agent"
+           ".html (events in /aws/sagemaker/Clusters/<name>/<id>, stream SagemakerHealthMonitoringAgent/<group>/<id>)")
+DPD_TROUBLESHOOTING = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-ts-dpd.html"
+
+
+class Source(enum.Enum):
+    """Where a metric comes from, and so what must be switched on for it to exist."""
+
+    HYPERPOD_INVOCATION = "HyperPod invocation metrics (observability add-on, endpoint metrics.enabled) in Prometheus"
+    VLLM = "vLLM engine metrics of the prefill and decode containers (observability add-on) in Prometheus"
+    LMCACHE = "LMCache metrics of the decode container (observability add-on) in Prometheus"
+    DCGM = "NVIDIA DCGM exporter GPU metrics (observability add-on, accelerated compute metrics) in Prometheus"
+    CONTAINER_LOG = "CloudWatch Logs metric filter on the decoder's container logs"
+    HEALTH_AGENT_LOG = "CloudWatch Logs metric filter on the HyperPod health-monitoring agent's events"
+
+    @property
+    def prometheus(self) -> bool:
+        return self not in (Source.CONTAINER_LOG, Source.HEALTH_AGENT_LOG)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric as its exporter names it. ``unit`` is a Grafana unit id (``ms``, ``s``, ``short``, ``reqps``).
+
+    Log metrics (``kind="log"``) are CloudWatch metrics that a metric filter with ``log_pattern`` publishes, one
+    per matching line, under the environment's namespace (:func:`cloudwatch_namespace`).
+    """
+
+    key: str
+    name: str
+    kind: Kind
+    unit: str
+    source: Source
+    description: str
+    reference: str
+    labels: tuple[str, ...] = ()
+    log_pattern: str | None = None
+
+    @property
+    def series(self) -> str:
+        """The Prometheus series a query reads: ``<name>_bucket`` for a histogram."""
+        return f"{self.name}_bucket" if self.kind == "histogram" else self.name
+
+    @property
+    def name_pattern(self) -> str | None:
+        """For a name with ``:`` (vLLM, LMCache), a ``__name__`` regex that also matches the ``_`` spelling an
+        OpenTelemetry pipeline may write instead; None for names without ``:``."""
+        return self.series.replace(":", "[:_]") if ":" in self.series else None
+
+    @property
+    def to_ms(self) -> str:
+        """The factor that turns the metric's unit into milliseconds in PromQL (``""`` when it is in ms already)."""
+        return " * 1000" if self.unit == "s" else ""
+
+
+def _catalogue(*metrics: Metric) -> Mapping[str, Metric]:
+    keys = [m.key for m in metrics]
+    if len(set(keys)) != len(keys) or len({m.name for m in metrics}) != len(metrics):
+        raise ValueError("metric keys and names must be unique")
+    return MappingProxyType({m.key: m for m in metrics})
+
+
+METRICS: Mapping[str, Metric] = _catalogue(
+    Metric("e2e_ttft", "model_ttfb_milliseconds", "histogram", "ms", Source.HYPERPOD_INVOCATION,
+           "End-to-end time to first token as the client sees it: the HyperPod invocation metric's time to first "
+           "byte of a response (routing, prefill, KV transfer and the first decode step)",
+           f"{AWS_DASHBOARD}, panel 'Time To First Byte (TTFB)'", (*INFERENCE_LABELS, STATUS)),
+    Metric("ttft", "vllm:time_to_first_token_seconds", "histogram", "s", Source.VLLM,
+           "Time to first token inside one vLLM engine; on the prefillers this is the DPD page's Prefill TTFT",
+           "vllm-project/vllm vllm/v1/metrics/loggers.py", INFERENCE_LABELS),
+    Metric("tpot", "vllm:request_time_per_output_token_seconds", "histogram", "s", Source.VLLM,
+           "Time per output token of each request; on the decoder this is the DPD page's Decode Latency (TPOT)",
+           "vllm-project/vllm vllm/v1/metrics/loggers.py", INFERENCE_LABELS),
+    Metric("prefill_time", "vllm:request_prefill_time_seconds", "histogram", "s", Source.VLLM,
+           "Time a request spends in the prefill phase of an engine (the DPD page's Prefill Time on the prefillers)",
+           "vllm-project/vllm vllm/v1/metrics/loggers.py", INFERENCE_LABELS),
+    Metric("waiting", "vllm:num_requests_waiting", "gauge", "short", Source.VLLM,
+           "Requests queued in an engine, not yet scheduled (the DPD page's Prefill Queue and Decode Queue)",
+           "vllm-project/vllm vllm/v1/metrics/loggers.py", INFERENCE_LABELS),
+    Metric("finished", "vllm:request_success_total", "counter", "reqps", Source.VLLM,
+           "Requests an engine finished; a disaggregated request finishes on a prefiller and on the decoder, a "
+           "request under the routing threshold on the decoder only (the DPD page's DPD Routing Counts)",
+           "vllm-project/vllm vllm/v1/metrics/loggers.py", INFERENCE_LABELS),
+    Metric("kv_retrieve", "lmcache:time_to_retrieve", "histogram", "s", Source.LMCACHE,
+           "Time the decoder's LMCache takes to retrieve a request's KV cache, i.e. to receive it from the prefiller "
+           "(the decoder's 'Retrieved N out of N required tokens ... cost' log line; the DPD page's KV Transfer Time)",
+           "LMCache/LMCache lmcache/observability.py", INFERENCE_LABELS),
+    Metric("xid", "DCGM_FI_DEV_XID_ERRORS", "gauge", "short", Source.DCGM,
+           "Last XID error code a GPU reported (0: none)", f"{AWS_ALERT_RULES}, alert GPUXidError", (GPU, HOSTNAME)),
+    Metric("ecc_dbe_volatile", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "short", Source.DCGM,
+           "Double-bit ECC errors of a GPU since the last driver load",
+           f"{AWS_ALERT_RULES}, alert GPUMemoryErrorDetected", (GPU, HOSTNAME)),
+    Metric("ecc_dbe_aggregate", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "short", Source.DCGM,
+           "Double-bit ECC errors of a GPU over its lifetime",
+           f"{AWS_ALERT_RULES}, alert GPUMemoryErrorDetected", (GPU, HOSTNAME)),
+    Metric("buffer_overflow", "DecoderBufferOverflow", "log", "short", Source.CONTAINER_LOG,
+           "Decoder log lines 'Failed to allocate memory object, retrying...': the PD buffer (PD_BUFFER_SIZE) is "
+           "full and KV transfers wait; raise the buffer, scale decode or reduce concurrency",
+           f"{DPD_TROUBLESHOOTING} (KV cache transfer issues)",
+           log_pattern='"Failed to allocate memory object"'),
+    Metric("node_health_events", "NodeHealthEvents", "log", "short", Source.HEALTH_AGENT_LOG,
+           "Health events of the HyperPod health-monitoring agent (GPU XID and ECC errors, NVLink, EFA): each "
+           "marks a node for reboot or replacement", HMA_DOC,
+           log_pattern='{ $.HealthMonitoringAgentDetectionEvent = "HealthEvent" }'),
+)
+
+
+def cloudwatch_namespace(cluster_name: str) -> str:
+    """The CloudWatch namespace of one environment's log metrics (its HyperPod cluster's name is unique in the
+    account and Region)."""
+    return f"HyperPodDPD/{cluster_name}"
+
+
+@dataclass(frozen=True)
+class Matcher:
+    label: str
+    value: str
+    op: Literal["=", "!=", "=~", "!~"] = "="
+
+    def render(self) -> str:
+        escaped = self.value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'{self.label}{self.op}"{escaped}"'
+
+
+def selector(metric: Metric, *matchers: Matcher) -> str:
+    """``series{matchers}`` for a Prometheus metric; a label the catalogue does not list for it is an error."""
+    if not metric.source.prometheus:
+        raise ValueError(f"{metric.name} is a CloudWatch metric, not a Prometheus one")
+    unknown = [m.label for m in matchers if m.label not in metric.labels]
+    if unknown:
+        raise ValueError(f"{metric.name} has no label {', '.join(unknown)} (labels: {', '.join(metric.labels)})")
+    rendered = [m.render() for m in matchers]
+    if metric.name_pattern is not None:
+        return "{" + ",".join([Matcher("__name__", metric.name_pattern, "=~").render(), *rendered]) + "}"
+    return f"{metric.series}{{{','.join(rendered)}}}" if rendered else metric.series
+
+
+def role(name: Literal["prefill", "decode"]) -> Matcher:
+    """The pods of one DPD role, by the operator's pod names."""
+    return Matcher(POD, ROLE_POD_PATTERN[name], "=~")
+
+
+def quantile_ms(metric: Metric, quantile: float, *matchers: Matcher, window: str = "5m") -> str:
+    """The ``quantile`` of a histogram over ``window``, across the matched series, in milliseconds."""
+    if metric.kind != "histogram":
+        raise ValueError(f"{metric.name} is not a histogram")
+    inner = f"sum by (le) (rate({selector(metric, *matchers)}[{window}]))"
+    return f"histogram_quantile({quantile:g}, {inner}){metric.to_ms}"
+
+
+def rate_sum(metric: Metric, *matchers: Matcher, window: str = "5m") -> str:
+    if metric.kind != "counter":
+        raise ValueError(f"{metric.name} is not a counter")
+    return f"sum(rate({selector(metric, *matchers)}[{window}]))"
+
+
+def fallback_ratio(*matchers: Matcher, window: str = "15m") -> str:
+    """Share of requests that skip the prefillers (under the routing threshold): 1 - prefill rate / decode rate."""
+    finished = METRICS["finished"]
+    prefill = rate_sum(finished, *matchers, role("prefill"), window=window)
+    decode = rate_sum(finished, *matchers, role("decode"), window=window)
+    return f"clamp_min(1 - {prefill} / {decode}, 0)"
