@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
@@ -13,7 +15,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IDependable
 
 from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
-from hyperpod_dpd.config.hyperpod import InstanceGroup
+from hyperpod_dpd.config.hyperpod import ClusterAutoScaling, InstanceGroup
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import guardrails, nag
 from hyperpod_dpd.infra.arns import arn
@@ -25,6 +27,67 @@ ON_CREATE = "on_create.sh"
 INSTANCE_ROLE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 E3644 = "E3644"
 
+# HyperPod-managed Karpenter (SageMaker docs, "Autoscaling on SageMaker HyperPod EKS" and its "Create an IAM role",
+# "Create a NodeClass" and "Create a NodePool" pages). HyperPod installs the controller and both CRDs once AutoScaling
+# is InService; the toolkit applies one HyperpodNodeClass and one NodePool per autoscaled group.
+AUTOSCALER_TYPE = "Karpenter"
+CLUSTER_ROLE_PRINCIPAL = "hyperpod.sagemaker.amazonaws.com"
+# KMS grant operations the documented cluster-role policy allows HyperPod to create for node volumes
+KMS_GRANT_OPERATIONS = ("CreateGrant", "Decrypt", "DescribeKey", "GenerateDataKeyWithoutPlaintext", "ReEncryptTo",
+                        "ReEncryptFrom", "RetireGrant")
+# No public CRD of HyperpodNodeClass exists to validate against: its shape is the documented one (apiVersion, kind and
+# spec.instanceGroups, a list of at most 10 existing instance group names, "Create a NodeClass").
+NODECLASS_GROUP = "karpenter.sagemaker.amazonaws.com"
+NODECLASS_API_VERSION = f"{NODECLASS_GROUP}/v1"
+NODECLASS_KIND = "HyperpodNodeClass"
+# NodePool of the karpenter.sh/v1 API, validated in the tests against the upstream CRD (kubernetes-sigs/karpenter
+# v1.0.0, the first v1 release). Only fields of that release are rendered, and the HyperPod provider's supported
+# requirement (node.kubernetes.io/instance-type).
+NODEPOOL_API_VERSION = "karpenter.sh/v1"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+GPU_RESOURCE = "nvidia.com/gpu"
+KARPENTER_PREFIX = "hpdpd-"
+
+
+def karpenter_name(group: InstanceGroup) -> str:
+    """The Kubernetes name of a group's HyperpodNodeClass and NodePool (cluster-scoped, lower case)."""
+    return KARPENTER_PREFIX + group.name.lower()
+
+
+def karpenter_manifests(group: InstanceGroup, *, consolidate_after_minutes: int) -> list[dict[str, Any]]:
+    """The HyperpodNodeClass and the NodePool of one autoscaled group.
+
+    The NodePool carries the group's labels and taints (HyperPod puts them on every node of the group, and Karpenter
+    must know them to tell which pending pods the group can take), caps the group with ``limits`` (``nodes``, which
+    every karpenter.sh/v1 release counts in the NodePool's status, and the GPUs of that many nodes as a second bound),
+    removes a node only when it is empty, one at a time, and never expires nodes (HyperPod patches and replaces them).
+    """
+    assert group.autoscaling is not None, group.name
+    name = karpenter_name(group)
+    managed = {"app.kubernetes.io/managed-by": "hyperpod-dpd"}
+    gpus = INSTANCE_TYPES[group.instance_type].gpu_count * group.autoscaling.max_nodes
+    node_spec: dict[str, Any] = {
+        "nodeClassRef": {"group": NODECLASS_GROUP, "kind": NODECLASS_KIND, "name": name},
+        "requirements": [{"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [group.instance_type]}],
+        "expireAfter": "Never",
+    }
+    if group.taints:
+        node_spec["taints"] = [{k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect)) if v}
+                               for t in group.taints]
+    node_class = {"apiVersion": NODECLASS_API_VERSION, "kind": NODECLASS_KIND,
+                  "metadata": {"name": name, "labels": managed}, "spec": {"instanceGroups": [group.name]}}
+    node_pool = {
+        "apiVersion": NODEPOOL_API_VERSION, "kind": "NodePool", "metadata": {"name": name, "labels": managed},
+        "spec": {
+            "template": {"metadata": {"labels": dict(sorted(group.node_labels.items()))}, "spec": node_spec},
+            "limits": {"nodes": group.autoscaling.max_nodes, GPU_RESOURCE: gpus} if gpus else
+                      {"nodes": group.autoscaling.max_nodes},
+            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": f"{consolidate_after_minutes}m",
+                           "budgets": [{"nodes": "1"}]},
+        },
+    }
+    return [node_class, node_pool]
+
 
 class HyperPodCluster(Construct):
     """A SageMaker HyperPod cluster orchestrated by EKS, sized for disaggregated prefill/decode.
@@ -34,6 +97,9 @@ class HyperPodCluster(Construct):
     * Kubernetes labels ``hyperpod-dpd/role`` and ``hyperpod-dpd/instance-group`` on every node, so endpoints
       select prefill and decode nodes by role.
     * A least-privilege execution role and an encrypted, TLS-only ``sagemaker-*`` lifecycle-script bucket.
+    * With ``autoscaling``: ``AutoScaling`` (autoscaler type Karpenter, mode Enable, or Disable when switched off) and
+      the ``ClusterRole`` HyperPod assumes to add and remove nodes; groups with ``autoscaling`` start at 0 nodes, and
+      :meth:`add_karpenter_resources` applies their HyperpodNodeClass and NodePool through the kubectl provider.
 
     Capacity-block types that cfn-lint's pricing-based list omits (rule E3644) are acknowledged on this resource
     only, with the reason; the config requires a training plan for them.
@@ -56,13 +122,16 @@ class HyperPodCluster(Construct):
         lifecycle_bucket_name: str,
         node_recovery: str = "Automatic",
         node_provisioning_mode: str | None = "Continuous",
+        autoscaling: ClusterAutoScaling | None = None,
         depends_on: Sequence[IDependable] = (),
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
         access_logs_bucket: s3.IBucket | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> None:
         self._validate(cluster_name, instance_groups, subnet_ids, security_group_ids, node_recovery)
+        self._validate_autoscaling(instance_groups, autoscaling, node_recovery, node_provisioning_mode)
         super().__init__(scope, id)
+        self.autoscaling = autoscaling
         self.lifecycle_bucket = secure_bucket(self, "LifecycleBucket", bucket_name=lifecycle_bucket_name,
                                               removal_policy=removal_policy, access_logs=access_logs_bucket)
         self.lifecycle_scripts = s3deploy.BucketDeployment(
@@ -74,6 +143,10 @@ class HyperPodCluster(Construct):
             description=f"HyperPod instance role of {cluster_name}: VPC CNI ENIs, image pulls, lifecycle scripts",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(INSTANCE_ROLE_POLICY)])
         self._grant_node_permissions(eks_cluster_arn)
+        self.cluster_role: iam.Role | None = None
+        self.cluster_policy: iam.Policy | None = None
+        if autoscaling is not None:
+            self.cluster_role, self.cluster_policy = self._cluster_role(cluster_name)
 
         source_uri = f"s3://{lifecycle_bucket_name}/{LIFECYCLE_PREFIX}/"
         self.resource = sagemaker.CfnCluster(
@@ -85,15 +158,39 @@ class HyperPodCluster(Construct):
                 security_group_ids=list(security_group_ids), subnets=list(subnet_ids)),
             node_recovery=node_recovery,
             node_provisioning_mode=node_provisioning_mode,
+            auto_scaling=sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(
+                mode="Enable" if autoscaling.enabled else "Disable", auto_scaler_type=AUTOSCALER_TYPE)
+            if autoscaling is not None else None,
+            cluster_role=self.cluster_role.role_arn if self.cluster_role is not None else None,
             instance_groups=[self._group(g, source_uri) for g in instance_groups],
             tags=[cdk.CfnTag(key=k, value=v) for k, v in sorted((tags or {}).items())] or None,
         )
         if removal_policy == cdk.RemovalPolicy.RETAIN:  # the GPU capacity (and a training plan's reservation) outlives the stack
             self.resource.apply_removal_policy(removal_policy)
         self.resource.node.add_dependency(self.lifecycle_scripts, self.execution_role, *depends_on)
+        if self.cluster_policy is not None:  # HyperPod may scale as soon as autoscaling is enabled
+            self.resource.node.add_dependency(self.cluster_policy)
         self._acknowledge_script_copier()
         self._acknowledge_capacity_block_types(region, instance_groups)
+        self._acknowledge_autoscaled_health_checks(instance_groups)
         self.instance_groups = tuple(instance_groups)
+        self.karpenter_manifests: dict[str, eks.KubernetesManifest] = {}
+
+    @property
+    def autoscaled_groups(self) -> tuple[InstanceGroup, ...]:
+        return tuple(g for g in self.instance_groups if g.autoscaled)
+
+    def add_karpenter_resources(self, cluster: eks.ICluster) -> dict[str, eks.KubernetesManifest]:
+        """One manifest per autoscaled group (its HyperpodNodeClass and NodePool) on ``cluster``, applied after the
+        HyperPod cluster: HyperPod installs their CRDs once AutoScaling is InService. Returns them by group name."""
+        for group in self.autoscaled_groups:
+            assert self.autoscaling is not None  # _validate_autoscaling: autoscaled groups need it
+            manifest = eks.KubernetesManifest(
+                self, f"Karpenter-{group.name}", cluster=cluster, overwrite=True,
+                manifest=karpenter_manifests(group, consolidate_after_minutes=self.autoscaling.consolidate_after_minutes))
+            manifest.node.add_dependency(self.resource)
+            self.karpenter_manifests[group.name] = manifest
+        return self.karpenter_manifests
 
     # -- pieces ----------------------------------------------------------------------------------------------------
 
@@ -166,12 +263,48 @@ class HyperPodCluster(Construct):
         nag.acknowledge_managed_policies(self.execution_role, {
             INSTANCE_ROLE_POLICY: "HyperPod requires this AWS managed policy on every instance-group execution role"})
 
+    def _cluster_role(self, cluster_name: str) -> tuple[iam.Role, iam.Policy]:
+        """The role HyperPod's Karpenter assumes to add and remove nodes: the documented policy ("Create an IAM role
+        for HyperPod autoscaling with Karpenter"), narrowed from any account and Region to this stack's."""
+        role = iam.Role(
+            self, "ClusterRole", assumed_by=iam.ServicePrincipal(CLUSTER_ROLE_PRINCIPAL),
+            description=f"HyperPod autoscaling (Karpenter) of {cluster_name}: adds and removes cluster nodes")
+        statements = [
+            iam.PolicyStatement(
+                sid="ScaleClusterNodes", actions=["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"],
+                resources=[arn(self, "sagemaker", "cluster/*")]),
+            iam.PolicyStatement(
+                sid="NodeVolumeKeyGrants", actions=["kms:CreateGrant", "kms:DescribeKey"],
+                resources=[arn(self, "kms", "key/*")],
+                conditions={"StringLike": {"kms:ViaService": f"sagemaker.{cdk.Stack.of(self).region}.{cdk.Aws.URL_SUFFIX}"},
+                            "Bool": {"kms:GrantIsForAWSResource": "true"},
+                            "ForAllValues:StringEquals": {"kms:GrantOperations": list(KMS_GRANT_OPERATIONS)}}),
+        ]
+        policy = iam.Policy(self, "ClusterPolicy", statements=statements)
+        policy.attach_to_role(role)
+        nag.acknowledge_wildcards(policy, statements, {
+            "ScaleClusterNodes": "The HyperPod cluster ARN ends in an id assigned at creation, and the role must be "
+                                 "usable when the cluster is created; scoped to clusters of this account and Region",
+            "NodeVolumeKeyGrants": "Grants on whichever key encrypts the node volumes, only through SageMaker in this "
+                                   "Region and only for AWS resources (the documented conditions)",
+        })
+        return role, policy
+
+    def _acknowledge_autoscaled_health_checks(self, groups: Sequence[InstanceGroup]) -> None:
+        """HPDPD-HP2 wants deep health checks on GPU groups; Karpenter-managed groups cannot run them."""
+        scaled = [g.name for g in groups if g.autoscaled and g.is_gpu]
+        if scaled:
+            guardrails.acknowledge(self.resource, "HPDPD-HP2", f"{', '.join(scaled)} are scaled by HyperPod's "
+                                   "Karpenter, which does not support instance groups with deep health checks (a "
+                                   "check takes 60-90 minutes while the pods that asked for the node stay pending)")
+
     def _acknowledge_script_copier(self) -> None:
         """The BucketDeployment handler (aws-cdk-lib) that copies the lifecycle scripts into the bucket."""
         role = self.lifecycle_scripts.handler_role
         why = "aws-cdk-lib's BucketDeployment handler copies the lifecycle scripts from the CDK asset bucket"
         policy = role.node.try_find_child("DefaultPolicy")
         nag.acknowledge_generated_policy(policy, f"{why}; it needs these S3 actions on both buckets")
+        assert policy is not None  # acknowledge_generated_policy raised otherwise
         guardrails.acknowledge(policy, "HPDPD-IAM1", f"{why}; aws-cdk-lib writes the asset bucket ARN with the partition "
                                                      "of the stack's Region")
         nag.acknowledge_managed_policies(role, {"service-role/AWSLambdaBasicExecutionRole": f"{why}; it writes its logs"})
@@ -194,6 +327,27 @@ class HyperPodCluster(Construct):
         if reasons:
             cdk.Validations.of(self.resource).acknowledge(
                 cdk.Acknowledgment(id=f"CloudFormation-Validate::{E3644}", reason="; ".join(reasons)))
+
+    @staticmethod
+    def _validate_autoscaling(groups: Sequence[InstanceGroup], autoscaling: ClusterAutoScaling | None,
+                              node_recovery: str, node_provisioning_mode: str | None) -> None:
+        where = "HyperPodCluster"
+        scaled = [g.name for g in groups if g.autoscaled]
+        if scaled and (autoscaling is None or not autoscaling.enabled):
+            raise ConfigError.single(None, f"{where}.autoscaling", None if autoscaling is None else autoscaling.enabled,
+                                     f"groups {', '.join(scaled)} autoscale: enable cluster autoscaling")
+        if autoscaling is None or not autoscaling.enabled:
+            return
+        if node_provisioning_mode != "Continuous":
+            raise ConfigError.single(None, f"{where}.node_provisioning_mode", node_provisioning_mode,
+                                     "must be 'Continuous' for Karpenter autoscaling")
+        if node_recovery != "Automatic":
+            raise ConfigError.single(None, f"{where}.node_recovery", node_recovery,
+                                     "must be 'Automatic' for Karpenter autoscaling")
+        for group in groups:
+            if group.autoscaled and (group.count or group.role == "system"):
+                raise ConfigError.single(None, f"{where}.instance_groups", group.name,
+                                         "an autoscaled group must be a prefill or decode group with count 0")
 
     @staticmethod
     def _validate(name: str, groups: Sequence[InstanceGroup], subnets: Sequence[str], sgs: Sequence[str],

@@ -27,6 +27,15 @@ MAX_INSTANCES = 6758  # InstanceCount and MinInstanceCount of AWS::SageMaker::Cl
 # Label keys the toolkit sets itself so endpoints can select prefill and decode nodes.
 ROLE_LABEL = "hyperpod-dpd/role"
 GROUP_LABEL = "hyperpod-dpd/instance-group"
+# Label domains a Karpenter NodePool (karpenter.sh/v1) refuses in spec.template.metadata.labels, with the keys and
+# subdomains it still allows (CEL rules of the NodePool CRD, kubernetes-sigs/karpenter v1.0.0).
+KARPENTER_RESTRICTED_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh")
+KARPENTER_ALLOWED_LABELS = frozenset({
+    "beta.kubernetes.io/instance-type", "failure-domain.beta.kubernetes.io/region", "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch", "failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region", "kubernetes.io/arch", "kubernetes.io/os", "node.kubernetes.io/windows-build",
+    "karpenter.sh/capacity-type"})
+KARPENTER_ALLOWED_SUBDOMAINS = ("node.kubernetes.io", "node-restriction.kubernetes.io", "kops.k8s.io")
 
 
 class Taint(Model):
@@ -51,6 +60,45 @@ class Taint(Model):
         return value
 
 
+def karpenter_label_problem(key: str) -> str | None:
+    """Why a Karpenter NodePool cannot carry node label ``key`` (a restricted domain), or None."""
+    domain = key.split("/", 1)[0] if "/" in key else ""
+    if key in KARPENTER_ALLOWED_LABELS or domain.endswith(KARPENTER_ALLOWED_SUBDOMAINS):
+        return None
+    restricted = next((d for d in KARPENTER_RESTRICTED_DOMAINS if domain.endswith(d)), None)
+    return f"label domain {restricted!r} is restricted on Karpenter NodePools" if restricted else None
+
+
+class ClusterAutoScaling(Model):
+    """``hyperpod.autoscaling``: HyperPod-managed Karpenter (``AutoScaling`` of ``AWS::SageMaker::Cluster``, autoscaler
+    type Karpenter) with the cluster role it assumes. ``enabled: false`` renders mode ``Disable`` and keeps the role
+    (HyperPod does not let the role change while autoscaling is on, so switching off keeps it in place)."""
+
+    enabled: bool = True
+    # How long a node must be empty before Karpenter removes it (NodePool disruption.consolidateAfter)
+    consolidate_after_minutes: int = Field(default=10, ge=1, le=1440)
+
+
+class GroupAutoScaling(Model):
+    """``autoscaling`` of one prefill or decode group: Karpenter runs 0 to ``max_nodes`` nodes of it.
+
+    ``max_nodes`` caps the group (the limits of its NodePool). ``min_nodes`` is the floor the group's endpoints must
+    hold: Karpenter removes only empty nodes, so the nodes that stay are the ones the endpoints' minimum replicas
+    occupy, and the config is refused when those occupy fewer than ``min_nodes``. It is not a warm pool.
+    """
+
+    min_nodes: int = Field(default=0, ge=0, le=MAX_INSTANCES)
+    max_nodes: int = Field(ge=1, le=MAX_INSTANCES)
+
+    @field_validator("max_nodes")
+    @classmethod
+    def _max_nodes(cls, value: int, info: ValidationInfo) -> int:
+        low = info.data.get("min_nodes")
+        if low is not None and value < low:
+            raise ValueError(f"must be at least min_nodes ({low})")
+        return value
+
+
 def allowed_types(role: str | None) -> tuple[str, Mapping[str, Any]]:
     """What a group of ``role`` may run (``<rule>; allowed: <types>``); every known type when the role is invalid."""
     if role in GPU_ROLES:
@@ -62,7 +110,11 @@ def allowed_types(role: str | None) -> tuple[str, Mapping[str, Any]]:
 
 class InstanceGroup(Model):
     """One HyperPod instance group. ``count: 0`` parks a prefill or decode group: the group (and its settings) stays
-    in the cluster with no instances, until its count is raised again. A system group always keeps a node."""
+    in the cluster with no instances, until its count is raised again. A system group always keeps a node.
+
+    With ``autoscaling`` (and ``hyperpod.autoscaling`` enabled) HyperPod's Karpenter sizes a prefill or decode group
+    between 0 and ``autoscaling.max_nodes`` for the pods that are pending; ``count`` must then be 0 (the group starts
+    empty) and the group is not parked. To park an autoscaled group, remove its ``autoscaling``."""
 
     name: InstanceGroupName
     role: Role
@@ -76,6 +128,7 @@ class InstanceGroup(Model):
     training_plan_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/[a-zA-Z0-9-]+$")
     availability_zone: AvailabilityZone | None = None
     threads_per_core: Literal[1, 2] | None = None
+    autoscaling: GroupAutoScaling | None = None
 
     @field_validator("instance_type")
     @classmethod
@@ -117,8 +170,19 @@ class InstanceGroup(Model):
 
     @property
     def parked(self) -> bool:
-        """A GPU group kept at count 0: in the cluster, with no instances (and no room for endpoints)."""
-        return self.count == 0
+        """A GPU group kept at count 0 without autoscaling: in the cluster, with no instances (and no room for
+        endpoints)."""
+        return self.count == 0 and self.autoscaling is None
+
+    @property
+    def autoscaled(self) -> bool:
+        """Sized by HyperPod's Karpenter between 0 and ``autoscaling.max_nodes``."""
+        return self.autoscaling is not None
+
+    @property
+    def max_nodes(self) -> int:
+        """The most nodes the group can run: ``autoscaling.max_nodes``, else ``count`` (0 when parked)."""
+        return self.autoscaling.max_nodes if self.autoscaling is not None else self.count
 
     @property
     def is_gpu(self) -> bool:
@@ -126,10 +190,11 @@ class InstanceGroup(Model):
 
     @property
     def effective_deep_health_checks(self) -> tuple[str, ...]:
-        """GPU groups run both deep health checks unless told otherwise; CPU groups cannot run them."""
+        """GPU groups run both deep health checks unless told otherwise; CPU groups cannot run them, and neither can
+        autoscaled groups (Karpenter autoscaling does not support deep health checks)."""
         if self.deep_health_checks is not None:
             return self.deep_health_checks
-        return ("InstanceStress", "InstanceConnectivity") if self.is_gpu else ()
+        return ("InstanceStress", "InstanceConnectivity") if self.is_gpu and not self.autoscaled else ()
 
     @property
     def node_labels(self) -> dict[str, str]:
@@ -143,7 +208,9 @@ class InstanceGroup(Model):
         if self.deep_health_checks and not spec.is_gpu:
             yield Issue(join(path, "deep_health_checks"), list(self.deep_health_checks),
                         "deep health checks run only on GPU instances; remove them from CPU groups")
-        if root.region not in spec.priced_regions and not self.training_plan_arn:
+        if self.autoscaling is not None:
+            yield from self._autoscaling_issues(root, path)
+        elif root.region not in spec.priced_regions and not self.training_plan_arn:
             if spec.is_gpu:
                 offered = ", ".join(sorted(spec.priced_regions)) or "no Region; capacity blocks only"
                 yield Issue(join(path, "training_plan_arn"), self.given("training_plan_arn"),
@@ -154,6 +221,39 @@ class InstanceGroup(Model):
                             f"is not offered for HyperPod in {root.region}; choose another system type")
         if self.training_plan_arn and f":{root.region}:" not in self.training_plan_arn:
             yield Issue(join(path, "training_plan_arn"), self.training_plan_arn, f"must be a training plan in {root.region}")
+
+    def _autoscaling_issues(self, root: Any, path: str) -> Iterator[Issue]:
+        """What HyperPod's Karpenter autoscaling supports (SageMaker HyperPod docs, "Autoscaling on SageMaker
+        HyperPod EKS" and "Create a NodeClass"): on-demand groups that start at 0 nodes, without deep health checks."""
+        where = join(path, "autoscaling")
+        if self.role == "system":
+            yield Issue(where, self.autoscaling.model_dump() if self.autoscaling else None,
+                        "the system group keeps a fixed count (it runs the controllers that scale the others); "
+                        "autoscaling applies to prefill and decode groups")
+            return
+        cluster = root.hyperpod.autoscaling
+        if cluster is None or not cluster.enabled:
+            yield Issue(where, self.autoscaling.model_dump() if self.autoscaling else None,
+                        "needs hyperpod.autoscaling.enabled: true (HyperPod-managed Karpenter)")
+        if self.count:
+            yield Issue(join(path, "count"), self.count,
+                        "must be 0 for an autoscaled group: HyperPod's Karpenter starts the group empty and scales any "
+                        "initial nodes down to 0; autoscaling.min_nodes and max_nodes bound it")
+        if self.deep_health_checks:
+            yield Issue(join(path, "deep_health_checks"), list(self.deep_health_checks),
+                        "an autoscaled group cannot run deep health checks (they take 60-90 minutes while pods stay "
+                        "pending); remove them, or remove autoscaling")
+        if self.training_plan_arn:
+            yield Issue(join(path, "training_plan_arn"), self.training_plan_arn,
+                        "autoscaling uses on-demand capacity only; a group with a training plan cannot autoscale")
+        elif root.region not in INSTANCE_TYPES[self.instance_type].priced_regions:
+            yield Issue(join(path, "instance_type"), self.instance_type,
+                        f"is not offered on demand in {root.region}, and autoscaling uses on-demand capacity only")
+        for key in self.labels:
+            problem = karpenter_label_problem(key)
+            if problem:
+                yield Issue(join(join(path, "labels"), key), self.labels[key],
+                            f"{problem} (the group's NodePool carries its labels); use another label domain")
 
 
 class DependenciesChart(Model):
@@ -186,10 +286,12 @@ class HyperPodConfig(Model):
     node_provisioning_mode: Literal["Continuous"] | None = "Continuous"
     dependencies_chart: DependenciesChart
     lifecycle_bucket_name: str | None = None
+    autoscaling: ClusterAutoScaling | None = None
     instance_groups: tuple[InstanceGroup, ...] = Field(min_length=1, max_length=100)
 
     def issues(self, root: Any, path: str) -> Iterator[Issue]:
         yield from self.dependencies_chart.issues(root, join(path, "dependencies_chart"))
+        yield from self._autoscaling_issues(root, path)
         groups_path = join(path, "instance_groups")
         seen: dict[str, int] = {}
         for index, group in enumerate(self.instance_groups):
@@ -222,6 +324,31 @@ class HyperPodConfig(Model):
                 yield Issue(join(path, "lifecycle_bucket_name"), name,
                             problem or "must be a valid S3 bucket name starting with 'sagemaker-' (the HyperPod "
                                        "instance policy reads only sagemaker-* buckets)")
+
+    def _autoscaling_issues(self, root: Any, path: str) -> Iterator[Issue]:
+        """Karpenter autoscaling needs continuous provisioning and automatic node recovery (HyperPod docs,
+        "Autoscaling on SageMaker HyperPod EKS", prerequisites); the shared capacity of autoscaled groups is checked
+        against the endpoints in :mod:`hyperpod_dpd.config.capacity`."""
+        if self.autoscaling is None or not self.autoscaling.enabled:
+            return
+        if self.node_provisioning_mode != "Continuous":
+            yield Issue(join(path, "node_provisioning_mode"), self.node_provisioning_mode,
+                        "must be 'Continuous' when hyperpod.autoscaling is enabled (Karpenter autoscaling builds on "
+                        "continuous provisioning)")
+        if self.node_recovery != "Automatic":
+            yield Issue(join(path, "node_recovery"), self.node_recovery,
+                        "must be 'Automatic' when hyperpod.autoscaling is enabled")
+        seen: dict[str, str] = {}
+        for index, group in enumerate(self.instance_groups):
+            if group.autoscaled and group.role != "system":
+                other = seen.setdefault(group.name.lower(), group.name)
+                if other != group.name:
+                    yield Issue(join(join(join(path, "instance_groups"), index), "name"), group.name,
+                                f"differs from autoscaled group '{other}' only in case; their Karpenter resources "
+                                "(lower-case Kubernetes names) would collide")
+        from hyperpod_dpd.config.capacity import shared_capacity_issues  # capacity imports this module
+
+        yield from shared_capacity_issues(root, join(path, "instance_groups"))
 
     def groups(self, role: str) -> tuple[InstanceGroup, ...]:
         return tuple(g for g in self.instance_groups if g.role == role)

@@ -7,18 +7,27 @@ ml.m7i.2xlarge); nodes an existing cluster already runs are not counted again. T
 ``AvailableIpAddressCount`` is below that sum.
 
 Parked groups (``count: 0``) launch nothing: they need no quota, no offering in the AZ and no addresses, so every
-check here looks at the groups that have instances only.
+check here looks at the groups that have instances only. Autoscaled groups count at their ``autoscaling.max_nodes``,
+the most Karpenter may launch.
+
+Headroom (one ``capacity:<group>`` row per GPU group): the GPUs of the group's most nodes against what the endpoints'
+maximum replicas need there (:func:`hyperpod_dpd.config.capacity.placements`), and, when the cluster can be read,
+against the nodes running now. Live node counts come from SageMaker's DescribeCluster (``CurrentCount``);
+:func:`live_nodes` is the one place to read them from elsewhere (e.g. Kubernetes node capacity) instead.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.aws import error_code
 from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
+from hyperpod_dpd.config.capacity import Demand, gpus_per_node, placements
+from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.ops.checks import Check, failed, passed, warned
 from hyperpod_dpd.ops.clusters import HyperPodState
 from hyperpod_dpd.ops.quotas import QUOTA_SUFFIX, SERVICE_CODE, cluster_quotas, quota_name
@@ -38,10 +47,11 @@ def active_groups(env: EnvironmentConfig) -> tuple[InstanceGroup, ...]:
 
 
 def configured_counts(env: EnvironmentConfig) -> dict[str, int]:
-    """Configured instances per HyperPod instance type, summed over groups; a type only parked groups use is absent."""
+    """Configured instances per HyperPod instance type, summed over groups (autoscaled groups at their most nodes);
+    a type only parked groups use is absent."""
     counts: dict[str, int] = defaultdict(int)
     for group in active_groups(env):
-        counts[group.instance_type] += group.count
+        counts[group.instance_type] += group.max_nodes
     return dict(counts)
 
 
@@ -110,7 +120,7 @@ def needed_ips(env: EnvironmentConfig, per_node: dict[str, int], cluster: HyperP
     """(addresses needed, nodes still to launch) for the configured groups, minus nodes already running."""
     running = cluster.current_counts() if cluster else {}
     groups = active_groups(env)
-    nodes = {g.name: max(0, g.count - running.get(g.name, 0)) for g in groups}
+    nodes = {g.name: max(0, g.max_nodes - running.get(g.name, 0)) for g in groups}
     total = sum(nodes[g.name] * per_node[g.instance_type] for g in groups)
     return total, sum(nodes.values())
 
@@ -167,3 +177,70 @@ def subnet_checks(env: EnvironmentConfig, ec2: Any, cluster: HyperPodState | Non
     else:
         yield passed(name, f"GPU subnet {subnet_id} has {free} free addresses for the {need} that {nodes} node(s) "
                            f"need ({sizing})")
+
+
+# -- headroom ------------------------------------------------------------------------------------------------------------
+
+def live_nodes(cluster: HyperPodState | None) -> Mapping[str, int] | None:
+    """Nodes running now per instance group, or None when the cluster could not be read or does not exist yet."""
+    return cluster.current_counts() if cluster is not None else None
+
+
+def _gpus(count: int, per_node: int) -> str:
+    return f"{count * per_node} GPUs ({count} x {per_node})"
+
+
+def headroom_checks(env: EnvironmentConfig, endpoints: Iterable[Any], live: Mapping[str, int] | None) -> Iterator[Check]:
+    """One row per GPU group: free GPUs at the group's most nodes after the endpoints' maximum replicas (FAIL when
+    they do not fit), and WARN when the nodes running now hold fewer GPUs than the endpoints' minimum replicas.
+    Endpoints that are not typed endpoint configurations (doubles, other tools) are left out."""
+    typed = [e for e in endpoints if isinstance(e, EndpointConfig)]
+    placed = placements(env.hyperpod, typed)
+    for group in env.hyperpod.instance_groups:
+        if not group.is_gpu:
+            continue
+        per_node = gpus_per_node(group)
+        demands = placed.by_group.get(group.name, [])
+        yield _headroom(group.name, group.instance_type, group.max_nodes, per_node, demands,
+                        None if live is None else live.get(group.name, 0), bound=_bound(group))
+    for role, shared in placed.by_role.items():
+        pool = [g for g in env.hyperpod.groups(role) if not g.parked]
+        nodes = sum(g.max_nodes for g in pool)
+        capacity = sum(g.max_nodes * gpus_per_node(g) for g in pool)
+        need = sum(d.max_gpus for g in pool for d in placed.by_group.get(g.name, [])) + sum(d.max_gpus for d in shared)
+        names = ", ".join(g.name for g in pool)
+        detail = (f"{role} groups {names}: {capacity} GPUs at {nodes} node(s) at most; the endpoints placed by role "
+                  f"({', '.join(d.describe() for d in shared)}) and those on the groups need {need}; {capacity - need} free")
+        if need > capacity:
+            yield failed(f"capacity:{role}", detail, fix="raise the groups' count or autoscaling.max_nodes, or lower "
+                                                         "the endpoints' max_replicas")
+        else:
+            yield passed(f"capacity:{role}", detail)
+
+
+def _bound(group: InstanceGroup) -> str:
+    if group.autoscaled:
+        return f"autoscaling up to {group.max_nodes} node(s)"
+    return "parked" if group.parked else f"count {group.count}"
+
+
+def _headroom(name: str, instance_type: str, nodes: int, per_node: int, demands: list[Demand], running: int | None, *,
+              bound: str) -> Check:
+    capacity = nodes * per_node
+    need = sum(d.max_gpus for d in demands)
+    floor = sum(d.min_gpus for d in demands)
+    listed = ", ".join(d.describe() for d in demands) or "no endpoint"
+    detail = (f"{instance_type} {bound}: {_gpus(nodes, per_node)} at most; the endpoints' maximum replicas need "
+              f"{need} ({listed}); {capacity - need} free")
+    if running is not None:
+        detail += f"; {running} node(s) running now ({running * per_node} GPUs)"
+    row = f"capacity:{name}"
+    if need > capacity:
+        more = math.ceil(need / per_node) if per_node else 0
+        return failed(row, detail, fix=f"raise the group to {more} node(s) (count or autoscaling.max_nodes), or lower "
+                                       "the endpoints' max_replicas")
+    if running is not None and running * per_node < floor:
+        return warned(row, detail + f"; the endpoints' minimum replicas need {floor} GPUs now",
+                      fix="wait for the nodes ('hpdpd wait --for cluster'); for an autoscaled group, check the "
+                          "NodePool's events (kubectl describe nodepool)")
+    return passed(row, detail)

@@ -2,7 +2,7 @@
 
 Checks, in order: credentials and account; HyperPod instance quotas; instance types offered in the GPU AZ; free
 IPs in the GPU subnet; an existing EKS cluster's version and authentication mode; add-on versions; model
-locations in S3; an existing HyperPod cluster is ``InService``. A check that cannot run (access denied, an API the
+locations in S3; GPU headroom per group (``capacity:<group>``); an existing HyperPod cluster is ``InService``. A check that cannot run (access denied, an API the
 endpoint lacks, throttling after retries) is a WARN naming the permission it needs, and the others still run.
 """
 
@@ -91,6 +91,8 @@ def _aws_checks(env: EnvironmentConfig, clients: ClientSource, endpoints: tuple[
 
     yield from model_checks.bucket_checks(env, s3)
     yield from model_checks.endpoint_model_checks(env, s3, endpoints)
+    # free GPUs per group after the endpoints' maximum replicas, and the nodes running now (from the cluster read above)
+    yield from capacity.headroom_checks(env, endpoints, capacity.live_nodes(known_cluster))
 
     if isinstance(hyperpod, BaseException):
         yield could_not_check("hyperpod-cluster", hyperpod, permission="sagemaker:DescribeCluster")

@@ -1,19 +1,27 @@
-"""HyperPodCluster: groups, labels, health checks, placement, execution role, lifecycle bucket, E3644 handling."""
+"""HyperPodCluster: groups, labels, health checks, placement, execution role, lifecycle bucket, E3644 handling, and\nKarpenter autoscaling (AutoScaling, the cluster role, a NodeClass and NodePool per autoscaled group)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
+import jsonschema
 import pytest
+import yaml
+from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Template
 
 from hyperpod_dpd.config import InstanceGroup
+from hyperpod_dpd.config.hyperpod import ClusterAutoScaling
 from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra.buckets import access_logs_bucket
+from hyperpod_dpd.infra.guardrails import apply_guardrails
 from hyperpod_dpd.infra.guardrails.rules import RULES, Settings
 from hyperpod_dpd.infra.guardrails.templates import StageTemplates
 from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
+from hyperpod_dpd.k8s.validation import unknown_fields
 
 
 @pytest.fixture(scope="module")
@@ -236,3 +244,164 @@ def test_the_building_block_alone_retains_the_cluster_when_asked() -> None:
     # THEN the GPU capacity survives a stack deletion or replacement
     Template.from_stack(stack).has_resource("AWS::SageMaker::Cluster", {
         "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain"})
+
+
+# -- capacity-aware scaling: HyperPod autoscaling (Karpenter), its cluster role and the per-group NodePools ---------------
+
+NODEPOOL_CRD = Path(__file__).resolve().parents[1] / "fixtures" / "crds" / "karpenter.sh_nodepools.yaml"
+
+
+def _scaled_stack(cdk_context: dict[str, Any], groups: list[InstanceGroup], autoscaling: ClusterAutoScaling,
+                  *, guardrails: bool = False) -> tuple[HyperPodCluster, dict[str, Any]]:
+    """A HyperPodCluster with autoscaling, its Karpenter resources on an imported EKS cluster, synthesized."""
+    app = cdk.App(context=cdk_context)
+    stack = cdk.Stack(app, "Scaled", env=cdk.Environment(account="111111111111", region="us-west-2"))
+    provider = eks.KubectlProvider.from_kubectl_provider_attributes(
+        stack, "Kubectl", service_token="arn:aws:lambda:us-west-2:111111111111:function:kubectl")
+    kubernetes = eks.Cluster.from_cluster_attributes(stack, "Eks", cluster_name="c", kubectl_provider=provider)
+    cluster = HyperPodCluster(
+        stack, "HyperPod", cluster_name="c", region="us-west-2",
+        eks_cluster_arn=f"arn:{cdk.Aws.PARTITION}:eks:us-west-2:111111111111:cluster/c",
+        subnet_ids=["subnet-0123456789abcdef0"], security_group_ids=["sg-0123456789abcdef0"], instance_groups=groups,
+        lifecycle_bucket_name="sagemaker-c-111111111111-us-west-2", autoscaling=autoscaling,
+        access_logs_bucket=access_logs_bucket(stack, "AccessLogs", removal_policy=cdk.RemovalPolicy.DESTROY))
+    cluster.add_karpenter_resources(kubernetes)
+    if guardrails:
+        apply_guardrails(app)
+    return cluster, app.synth().get_stack_by_name("Scaled").template
+
+
+@pytest.fixture(scope="module")
+def scaled(cdk_context: dict[str, Any]) -> tuple[HyperPodCluster, dict[str, Any]]:
+    # GIVEN a fixed system group, a prefill group Karpenter sizes 0-4 nodes (with a taint and a label) and a fixed
+    # decode group, cluster autoscaling on with a 15-minute consolidation window, under the project's guardrails
+    groups = [
+        _group(name="system", role="system", instance_type="ml.m7i.2xlarge", count=1),
+        _group(count=0, autoscaling={"min_nodes": 0, "max_nodes": 4}, labels={"tier": "burst"},
+               taints=[{"key": "example.com/gpu", "value": "prefill", "effect": "NoSchedule"}]),
+        _group(name="decode", role="decode"),
+    ]
+    return _scaled_stack(cdk_context, groups, ClusterAutoScaling(consolidate_after_minutes=15), guardrails=True)
+
+
+def _resource(template: dict[str, Any], type_: str, prefix: str = "") -> tuple[str, dict[str, Any]]:
+    (found,) = [(k, v) for k, v in template["Resources"].items() if v["Type"] == type_ and k.startswith(prefix)]
+    return found
+
+
+def _karpenter(template: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any], list[dict[str, Any]]]]:
+    """Karpenter manifests by kind: (logical id, resource, objects)."""
+    found = {}
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"] == "Custom::AWSCDK-EKS-KubernetesResource" and "Karpenter" in logical_id:
+            objects = json.loads(resource["Properties"]["Manifest"])
+            found[logical_id] = (logical_id, resource, objects)
+    return found
+
+
+def test_autoscaling_is_karpenter_enabled_with_its_own_cluster_role(scaled) -> None:
+    _, template = scaled
+    # WHEN it is synthesized (the guardrails and CloudFormation's schema validation pass)
+    _, cluster = _resource(template, "AWS::SageMaker::Cluster")
+    props = cluster["Properties"]
+    # THEN the cluster carries AutoScaling (Karpenter, Enable) with continuous provisioning and automatic recovery
+    assert props["AutoScaling"] == {"Mode": "Enable", "AutoScalerType": "Karpenter"}
+    assert (props["NodeProvisioningMode"], props["NodeRecovery"]) == ("Continuous", "Automatic")
+    # AND its ClusterRole is a role only HyperPod can assume, referenced by the cluster and its policy attached first
+    role_id, role = _resource(template, "AWS::IAM::Role", "HyperPodClusterRole")
+    assert props["ClusterRole"] == {"Fn::GetAtt": [role_id, "Arn"]}
+    (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "hyperpod.sagemaker.amazonaws.com"} and trust["Action"] == "sts:AssumeRole"
+    policy_id, _ = _resource(template, "AWS::IAM::Policy", "HyperPodClusterPolicy")
+    assert policy_id in cluster["DependsOn"]
+
+
+def test_the_cluster_role_may_only_add_and_remove_nodes_here(scaled) -> None:
+    _, template = scaled
+    _, policy = _resource(template, "AWS::IAM::Policy", "HyperPodClusterPolicy")
+    statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    # THEN the documented actions only, on clusters and keys of this account and Region, partition from the template
+    nodes = statements["ScaleClusterNodes"]
+    assert nodes["Action"] == ["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"]
+    assert nodes["Resource"] == {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"},
+                                                   ":sagemaker:us-west-2:111111111111:cluster/*"]]}
+    keys = statements["NodeVolumeKeyGrants"]
+    assert keys["Action"] == ["kms:CreateGrant", "kms:DescribeKey"]
+    assert keys["Condition"]["Bool"] == {"kms:GrantIsForAWSResource": "true"}
+    assert keys["Condition"]["StringLike"]["kms:ViaService"] == {
+        "Fn::Join": ["", ["sagemaker.us-west-2.", {"Ref": "AWS::URLSuffix"}]]}
+    assert "RetireGrant" in keys["Condition"]["ForAllValues:StringEquals"]["kms:GrantOperations"]
+    assert "arn:aws:" not in json.dumps(policy)
+
+
+def test_an_autoscaled_group_starts_empty_without_deep_health_checks(scaled) -> None:
+    _, template = scaled
+    _, cluster = _resource(template, "AWS::SageMaker::Cluster")
+    groups = _groups(cluster)
+    # THEN Karpenter's group starts at 0 nodes and skips the health checks; the fixed groups are as before
+    assert groups["prefill"]["InstanceCount"] == 0 and "OnStartDeepHealthChecks" not in groups["prefill"]
+    assert groups["decode"]["InstanceCount"] == 1
+    assert groups["decode"]["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+
+
+def test_each_autoscaled_group_gets_a_node_class_and_a_node_pool_with_its_bounds(scaled) -> None:
+    _, template = scaled
+    cluster_id, _ = _resource(template, "AWS::SageMaker::Cluster")
+    # THEN one manifest, for the autoscaled group only, applied after the HyperPod cluster (which installs the CRDs)
+    ((_, resource, (node_class, node_pool)),) = _karpenter(template).values()
+    assert cluster_id in resource["DependsOn"]
+    assert (node_class["apiVersion"], node_class["kind"]) == ("karpenter.sagemaker.amazonaws.com/v1", "HyperpodNodeClass")
+    assert node_class["metadata"]["name"] == node_pool["metadata"]["name"] == "hpdpd-prefill"
+    assert node_class["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "hyperpod-dpd"
+    assert node_class["spec"] == {"instanceGroups": ["prefill"]}
+    spec = node_pool["spec"]
+    # AND the NodePool caps the group at max_nodes (and their GPUs), on its instance type, removing empty nodes only
+    assert spec["limits"] == {"nodes": 4, "nvidia.com/gpu": 32}
+    assert spec["template"]["spec"]["nodeClassRef"] == {
+        "group": "karpenter.sagemaker.amazonaws.com", "kind": "HyperpodNodeClass", "name": "hpdpd-prefill"}
+    assert spec["template"]["spec"]["requirements"] == [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["ml.p5.48xlarge"]}]
+    assert spec["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "15m", "budgets": [{"nodes": "1"}]}
+    # AND Karpenter knows the labels endpoints select and the taints they must tolerate
+    assert spec["template"]["metadata"]["labels"] == {
+        "hyperpod-dpd/instance-group": "prefill", "hyperpod-dpd/role": "prefill", "tier": "burst"}
+    assert spec["template"]["spec"]["taints"] == [{"key": "example.com/gpu", "value": "prefill", "effect": "NoSchedule"}]
+
+
+def test_the_node_pool_is_valid_against_the_karpenter_v1_crd(scaled) -> None:
+    _, template = scaled
+    ((_, _, (_, node_pool)),) = _karpenter(template).values()
+    crd = yaml.safe_load(NODEPOOL_CRD.read_text())
+    (schema,) = [v["schema"]["openAPIV3Schema"] for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    # THEN the upstream karpenter.sh/v1 schema accepts it and it sets no field the schema lacks
+    assert [e.message for e in jsonschema.Draft7Validator(schema).iter_errors(node_pool)] == []
+    assert list(unknown_fields(node_pool, schema, ())) == []
+
+
+def test_switching_autoscaling_off_keeps_the_cluster_role(cdk_context: dict[str, Any]) -> None:
+    # GIVEN autoscaling switched off (enabled: false) once no group autoscales any more
+    _, template = _scaled_stack(cdk_context, [_group(name="decode", role="decode")], ClusterAutoScaling(enabled=False))
+    _, cluster = _resource(template, "AWS::SageMaker::Cluster")
+    # THEN the mode is Disable and the role stays (HyperPod does not let it change while autoscaling is on)
+    assert cluster["Properties"]["AutoScaling"] == {"Mode": "Disable", "AutoScalerType": "Karpenter"}
+    assert "ClusterRole" in cluster["Properties"] and not _karpenter(template)
+
+
+def test_without_autoscaling_the_cluster_has_neither_autoscaling_nor_a_cluster_role(dev) -> None:
+    _, cluster, template = dev
+    assert "AutoScaling" not in cluster["Properties"] and "ClusterRole" not in cluster["Properties"]
+    assert not [k for k in template["Resources"] if k.startswith("HyperPodClusterRole")]
+
+
+@pytest.mark.parametrize(("groups", "autoscaling", "message"), [
+    ([_group(count=0, autoscaling={"max_nodes": 2})], None, "autoscaling: null: groups prefill autoscale"),
+    ([_group(count=1, autoscaling={"max_nodes": 2})], ClusterAutoScaling(), "an autoscaled group must be a prefill or "
+                                                                            "decode group with count 0"),
+])
+def test_bad_autoscaling_props_are_rejected_before_anything_is_made(groups, autoscaling, message: str) -> None:
+    stack = cdk.Stack(cdk.App(), "Bad")
+    with pytest.raises(ConfigError, match=message):
+        HyperPodCluster(stack, "HyperPod", cluster_name="c", region="us-west-2", eks_cluster_arn="arn", subnet_ids=["s"],
+                        security_group_ids=["sg"], instance_groups=groups, lifecycle_bucket_name="sagemaker-x",
+                        autoscaling=autoscaling)
+    assert stack.node.try_find_child("HyperPod") is None

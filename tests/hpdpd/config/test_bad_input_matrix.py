@@ -55,6 +55,21 @@ def _both(*mutations: Mutation) -> Mutation:
 G = "hyperpod.instance_groups"
 E = "endpoints.0"
 NAME_64 = "a-" * 31 + "ab"  # 64 characters: 32 hyphenated parts, each one repetition of (-*[a-zA-Z0-9])
+
+
+def _autoscaled(index: int, **bounds: Any) -> Mutation:
+    """Cluster autoscaling on, and group ``index`` sized by Karpenter (count 0) within ``bounds``."""
+    return _both(_set("hyperpod.autoscaling", {"enabled": True}), _set(f"{G}.{index}.count", 0),
+                 _set(f"{G}.{index}.autoscaling", {"max_nodes": 1, **bounds}))
+
+
+def _scaling(minimum: int, maximum: int) -> dict[str, Any]:
+    """An endpoint role's KEDA autoscaling with a Prometheus trigger."""
+    return {"min_replicas": minimum, "max_replicas": maximum, "prometheus": {"query": "q", "target_value": 1}}
+
+
+def _second_endpoint(data: dict[str, Any]) -> None:
+    data["endpoints"].append({**copy.deepcopy(data["endpoints"][0]), "name": "second", "namespace": "team-b"})
 # case: (mutation of dev.yaml, field path in the message, value as printed, words of what is allowed)
 MATRIX: dict[str, tuple[Mutation, str, str, str]] = {
     # -- top level --------------------------------------------------------------------------------------------------
@@ -259,6 +274,45 @@ MATRIX: dict[str, tuple[Mutation, str, str, str]] = {
         "needs nodes of a prefill group, but every prefill instance group is parked (count 0): 'prefill'"),
     "minimum above a parked count": (_both(_set(f"{G}.2.count", 0), _set(f"{G}.2.min_count", 1)),
                                      f"{G}[2].min_count", "1", "must not exceed count (0)"),
+    # -- capacity-aware scaling (HyperPod autoscaling, endpoint capacity, prefill:decode ratio) ---------------------------
+    "autoscaled group bounds reversed": (_autoscaled(1, min_nodes=3, max_nodes=2), f"{G}[1].autoscaling.max_nodes", "2",
+                                         "must be at least min_nodes (3)"),
+    "autoscaled group keeps instances": (_both(_autoscaled(1, max_nodes=2), _set(f"{G}.1.count", 1)), f"{G}[1].count",
+                                         "1", "must be 0 for an autoscaled group"),
+    "autoscaling on the system group": (_both(_set("hyperpod.autoscaling", {"enabled": True}),
+                                              _set(f"{G}.0.autoscaling", {"max_nodes": 3})), f"{G}[0].autoscaling",
+                                        "{", "the system group keeps a fixed count"),
+    "autoscaled group without cluster autoscaling": (_both(_set(f"{G}.1.count", 0), _set(f"{G}.1.autoscaling", {"max_nodes": 2})),
+                                                      f"{G}[1].autoscaling", "{",
+                                                      "needs hyperpod.autoscaling.enabled: true"),
+    "autoscaled group with deep health checks": (_both(_autoscaled(1), _set(f"{G}.1.deep_health_checks", ["InstanceStress"])),
+                                                 f"{G}[1].deep_health_checks", "['InstanceStress']",
+                                                 "cannot run deep health checks"),
+    "autoscaling without continuous provisioning": (_both(_autoscaled(1), _set("hyperpod.node_provisioning_mode", None)),
+                                                    "hyperpod.node_provisioning_mode", "null", "must be 'Continuous'"),
+    "endpoint maximum beyond the group's maximum nodes": (
+        _both(_autoscaled(1, max_nodes=1), _set(f"{E}.prefill.autoscaling", _scaling(1, 2))),
+        "endpoints[0].prefill.autoscaling.max_replicas", "2",
+        "needs 2 nodes at its maximum (2 x 8 = 16 GPUs, 1 pod(s) per node), but instance group 'prefill' has "
+        "autoscaling.max_nodes 1 (8 GPUs)"),
+    "endpoints sharing an autoscaled group beyond its maximum": (
+        _both(_autoscaled(1, max_nodes=1), _second_endpoint), f"{G}[1].autoscaling.max_nodes", "1",
+        "holds 8 GPUs (1 x 8), but the endpoints' maximum replicas on instance group 'prefill' need 16"),
+    "autoscaled floor the endpoints do not hold": (_autoscaled(1, min_nodes=2, max_nodes=3), f"{G}[1].autoscaling.min_nodes",
+                                                   "2", "the endpoints' minimum replicas on instance group 'prefill' "
+                                                        "occupy 1 node(s)"),
+    "prefill per decode above the default ratio": (_both(_set(f"{G}.1.count", 5), _set(f"{E}.prefill.replicas", 5)),
+                                                   "endpoints[0].prefill.replicas", "5",
+                                                   "5 prefill per 1 decode (ratio 5) is outside the default ratio"),
+    "ratio bounds reversed": (_set(f"{E}.ratio", {"min": 3, "max": 2}), "endpoints[0].ratio.max", "2",
+                              "must be at least min (3)"),
+    "prefill per decode above the ratio at the maximum": (
+        _both(_set(f"{E}.ratio", {"min": 1, "max": 2}), _set(f"{G}.1.count", 3), _set(f"{E}.prefill.autoscaling", _scaling(1, 3))),
+        "endpoints[0].prefill.autoscaling.max_replicas", "3",
+        "at the maximum replicas, 3 prefill per 1 decode (ratio 3) is outside ratio: 1 to 2 prefill per decode"),
+    "prefill kept while decode scales to zero": (_set(f"{E}.decode.autoscaling", _scaling(0, 1)),
+                                                 "endpoints[0].decode.autoscaling.min_replicas", "0",
+                                                 "1 prefill run with 0 decode replicas"),
 }
 
 

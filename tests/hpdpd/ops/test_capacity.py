@@ -1,7 +1,9 @@
-"""Quotas (Stubber), AZ offerings and GPU-subnet addresses (moto's EC2 data) for the configured instance groups."""
+"""Quotas (Stubber), AZ offerings and GPU-subnet addresses (moto's EC2 data) for the configured instance groups, and
+the GPU headroom of each group against the endpoints' maximum replicas."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +13,16 @@ from botocore.stub import Stubber
 
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
-from hyperpod_dpd.ops.capacity import configured_counts, needed_ips, offering_checks, quota_checks, subnet_checks
+from hyperpod_dpd.config.endpoints import parse_endpoint
+from hyperpod_dpd.ops.capacity import (
+    configured_counts,
+    headroom_checks,
+    live_nodes,
+    needed_ips,
+    offering_checks,
+    quota_checks,
+    subnet_checks,
+)
 from hyperpod_dpd.ops.clusters import GroupState, HyperPodState, describe_hyperpod
 
 REGION = "us-west-2"
@@ -195,3 +206,71 @@ def test_a_gpu_subnet_outside_the_gpu_az_or_missing_fails(make_env: Callable[...
 
     rows = list(subnet_checks(make_env(missing), clients.client("ec2"), None))
     assert rows[0].status == "fail" and "subnet-0123456789abcdef0 does not exist" in rows[0].detail
+
+
+# -- headroom: free GPUs per group against the endpoints' maximum replicas ---------------------------------------------
+
+def _scaling(minimum: int, maximum: int) -> dict[str, Any]:
+    return {"min_replicas": minimum, "max_replicas": maximum, "prometheus": {"query": "q", "target_value": 1}}
+
+
+@pytest.fixture
+def scaled_env(make_env: Callable[..., EnvironmentConfig], base_configs: dict[str, Any]) -> EnvironmentConfig:
+    """dev with its endpoint, the prefill group autoscaled to 3 nodes and the prefill role scaling 1-2 replicas."""
+    def mutate(data: dict[str, Any]) -> None:
+        data["endpoints"] = copy.deepcopy(base_configs["dev"]["endpoints"])
+        data["endpoints"][0]["prefill"]["autoscaling"] = _scaling(1, 2)
+        data["hyperpod"]["autoscaling"] = {"enabled": True}
+        _group(data, "prefill").update(count=0, autoscaling={"max_nodes": 3})
+
+    return make_env(mutate)
+
+
+def test_headroom_reports_free_gpus_per_gpu_group_at_the_groups_maximum(scaled_env: EnvironmentConfig) -> None:
+    # GIVEN prefill autoscaled up to 3 p5 nodes (24 GPUs) for 1-2 prefill replicas of 8 GPUs, decode fixed at 1 node
+    # WHEN the headroom is computed without a cluster to read
+    rows = _by_name(list(headroom_checks(scaled_env, scaled_env.endpoints, live=None)))
+    # THEN one row per GPU group (none for the system group), each passing with its numbers
+    assert list(rows) == ["capacity:prefill", "capacity:decode"]
+    prefill, decode = rows["capacity:prefill"], rows["capacity:decode"]
+    assert prefill.status == "pass" and prefill.detail == (
+        "ml.p5.48xlarge autoscaling up to 3 node(s): 24 GPUs (3 x 8) at most; the endpoints' maximum replicas need 16 "
+        "(llama-3-3-70b prefill 2 x 8); 8 free")
+    assert decode.status == "pass" and "count 1: 8 GPUs (1 x 8) at most" in decode.detail and "; 0 free" in decode.detail
+
+
+def test_headroom_counts_the_nodes_running_now_and_warns_below_the_endpoints_minimum(scaled_env: EnvironmentConfig) -> None:
+    # GIVEN a cluster running one prefill node (Karpenter scaled up) and no decode node yet
+    cluster = HyperPodState(name="hpdpd-dev", status="InService", failure_message="", groups=(
+        GroupState(name="prefill", instance_type="ml.p5.48xlarge", current=1, target=1),
+        GroupState(name="decode", instance_type="ml.p5.48xlarge", current=0, target=1)))
+    # WHEN the headroom reads the live node counts
+    rows = _by_name(list(headroom_checks(scaled_env, scaled_env.endpoints, live=live_nodes(cluster))))
+    # THEN prefill passes with the running node, and decode warns: its endpoint's minimum replica has no GPUs yet
+    assert rows["capacity:prefill"].status == "pass"
+    assert rows["capacity:prefill"].detail.endswith("; 1 node(s) running now (8 GPUs)")
+    decode = rows["capacity:decode"]
+    assert decode.status == "warn" and decode.detail.endswith(
+        "; 0 node(s) running now (0 GPUs); the endpoints' minimum replicas need 8 GPUs now")
+    assert "hpdpd wait --for cluster" in (decode.fix or "")
+
+
+def test_headroom_fails_when_the_endpoints_maximum_exceeds_the_group(env: EnvironmentConfig, base_configs: dict[str, Any]) -> None:
+    # GIVEN endpoints checked against dev without them (preflight --endpoints-style): two 8-GPU prefill replicas at most
+    data = copy.deepcopy(base_configs["dev"]["endpoints"][0])
+    data["prefill"]["autoscaling"] = _scaling(1, 2)
+    endpoint = parse_endpoint(data)
+    # WHEN the headroom is computed; an endpoint double (no replicas or GPUs to read) is left out
+    rows = _by_name(list(headroom_checks(env, [endpoint, object()], live=None)))
+    # THEN the prefill row fails with the numbers and the fix, the decode row passes
+    prefill = rows["capacity:prefill"]
+    assert prefill.status == "fail" and "8 GPUs (1 x 8) at most; the endpoints' maximum replicas need 16" in prefill.detail
+    assert prefill.fix == "raise the group to 2 node(s) (count or autoscaling.max_nodes), or lower the endpoints' max_replicas"
+    assert rows["capacity:decode"].status == "pass"
+
+
+def test_quotas_and_addresses_count_an_autoscaled_group_at_its_maximum(scaled_env: EnvironmentConfig) -> None:
+    # GIVEN the prefill group at count 0 that Karpenter may grow to 3 nodes
+    # THEN the quota needed for p5 is its maximum plus the fixed decode node, and all of them may need addresses
+    assert configured_counts(scaled_env) == {"ml.m7i.2xlarge": 2, "ml.p5.48xlarge": 4}
+    assert needed_ips(scaled_env, {"ml.m7i.2xlarge": 15, "ml.p5.48xlarge": 50}, None) == (2 * 15 + 4 * 50, 6)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from botocore.exceptions import NoCredentialsError
 from botocore.stub import Stubber
+
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.ops.addons import expected_addons
@@ -125,3 +127,25 @@ def test_missing_credentials_stop_preflight(env: EnvironmentConfig, monkeypatch:
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     with pytest.raises(NoCredentialsError):
         run_preflight(env, ClientFactory(region="us-west-2"), endpoints=())
+
+
+def test_preflight_reports_the_gpu_headroom_of_each_group(make_env: Callable[..., EnvironmentConfig],
+                                                          base_configs: dict[str, Any], clients: ClientFactory,
+                                                          create_hyperpod: Callable[..., None]) -> None:
+    # GIVEN dev with its endpoint (1 prefill and 1 decode replica of 8 GPUs) and its HyperPod cluster running (moto)
+    env = make_env(lambda d: d.__setitem__("endpoints", copy.deepcopy(base_configs["dev"]["endpoints"])))
+    create_hyperpod(clients.client("sagemaker"), env)
+    with Stubber(clients.client("eks")) as eks, Stubber(clients.client("service-quotas")) as quotas:
+        stub_eks(eks, env)
+        stub_quotas(quotas, env)
+        # WHEN preflight runs for the configured endpoints
+        report = run_preflight(env, clients)
+    # THEN a headroom row per GPU group comes before the cluster row, with capacity, demand, free and running GPUs
+    names = [c.name for c in report.checks]
+    assert names[-3:] == ["capacity:prefill", "capacity:decode", "hyperpod-cluster"]
+    rows = {c.name: c for c in report.checks}
+    assert rows["capacity:prefill"].status == "pass"
+    assert rows["capacity:prefill"].detail == (
+        "ml.p5.48xlarge count 1: 8 GPUs (1 x 8) at most; the endpoints' maximum replicas need 8 (llama-3-3-70b prefill "
+        "1 x 8); 0 free; 1 node(s) running now (8 GPUs)")
+    assert rows["capacity:decode"].status == "pass" and "llama-3-3-70b decode 1 x 8" in rows["capacity:decode"].detail

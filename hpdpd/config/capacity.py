@@ -1,0 +1,244 @@
+"""Capacity-aware scaling: what the endpoints' replicas need of the HyperPod GPU groups, and the prefill:decode ratio.
+
+* **Demand** of one DPD role: its maximum replicas (``autoscaling.max_replicas``, else ``replicas``) and minimum
+  replicas (``autoscaling.min_replicas``, else ``replicas``), each pod taking ``gpus_per_pod`` GPUs.
+* **Capacity** of one group: its most nodes (``autoscaling.max_nodes``, else ``count``; 0 when parked) times the
+  GPUs of its instance type.
+* **Placement**: a role runs on its named ``instance_group``; a role placed by its role label alone runs on the role's
+  only active group, or on the pool of the role's active groups when there are several.
+* **Ratio**: prefill replicas per decode replica within ``endpoints[].ratio`` (default 1 to 4): the fixed replicas,
+  and with autoscaling the floor (minimum replicas) and the ceiling (maximum replicas) of both roles.
+
+:func:`role_capacity_issues` checks one role against its named group (called by the endpoint checks);
+:func:`shared_capacity_issues` checks autoscaled groups against every endpoint that can land on them (called by the
+HyperPod section); :func:`placements` is what ``hpdpd preflight`` reports as headroom.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
+from hyperpod_dpd.config.base import Model, join
+from hyperpod_dpd.config.hyperpod import HyperPodConfig, InstanceGroup
+from hyperpod_dpd.errors import Issue
+
+if TYPE_CHECKING:
+    from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig, RoleConfig
+
+DPD_ROLES: tuple[DpdRole, DpdRole] = ("prefill", "decode")
+# Prefill replicas per decode replica. platform.md §6 (from the DPD documentation and blog): start at 1:1 for balanced
+# traffic, 2:1 or 3:1 for prefill-heavy traffic, and one decoder per endpoint with several prefillers. The default
+# ceiling allows one step beyond 3:1 for prefill bursts under autoscaling; the floor keeps a prefiller per decoder.
+DEFAULT_RATIO_MIN = 1.0
+DEFAULT_RATIO_MAX = 4.0
+
+
+class ReplicaRatio(Model):
+    """``endpoints[].ratio``: the prefill replicas allowed per decode replica, ``min`` to ``max``."""
+
+    min: float = Field(default=DEFAULT_RATIO_MIN, ge=0)
+    max: float = Field(default=DEFAULT_RATIO_MAX, gt=0)
+
+    @field_validator("max")
+    @classmethod
+    def _max(cls, value: float, info: ValidationInfo) -> float:
+        low = info.data.get("min")
+        if low is not None and value < low:
+            raise ValueError(f"must be at least min ({low:g})")
+        return value
+
+
+DEFAULT_RATIO = ReplicaRatio()
+
+
+# -- demand and placement ------------------------------------------------------------------------------------------------
+
+def max_replicas(config: RoleConfig) -> int:
+    return config.autoscaling.max_replicas if config.autoscaling else config.replicas
+
+
+def min_replicas(config: RoleConfig) -> int:
+    return config.autoscaling.min_replicas if config.autoscaling else config.replicas
+
+
+def gpus_per_node(group: InstanceGroup) -> int:
+    return INSTANCE_TYPES[group.instance_type].gpu_count
+
+
+@dataclass(frozen=True)
+class Demand:
+    """One role of one endpoint: its pods' GPUs at its minimum and maximum replicas."""
+
+    endpoint: str
+    role: str
+    gpus_per_pod: int
+    min_replicas: int
+    max_replicas: int
+    named: bool  # placed on a named instance_group (checked on its own by role_capacity_issues)
+
+    @property
+    def max_gpus(self) -> int:
+        return self.max_replicas * self.gpus_per_pod
+
+    @property
+    def min_gpus(self) -> int:
+        return self.min_replicas * self.gpus_per_pod
+
+    def describe(self) -> str:
+        return f"{self.endpoint} {self.role} {self.max_replicas} x {self.gpus_per_pod}"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the endpoints' roles land: ``by_group`` (a named group, or the role's only active group) and
+    ``by_role`` (roles placed by role label over several active groups of that role)."""
+
+    by_group: dict[str, list[Demand]] = field(default_factory=dict)
+    by_role: dict[str, list[Demand]] = field(default_factory=dict)
+
+
+def placements(hyperpod: HyperPodConfig, endpoints: Iterable[EndpointConfig]) -> Placement:
+    """The demand on each group; roles whose placement the endpoint checks refuse are left out."""
+    groups = {g.name: g for g in hyperpod.instance_groups}
+    placed = Placement()
+    for endpoint in endpoints:
+        for role in DPD_ROLES:
+            config = endpoint.role(role)
+            gpus = endpoint.gpus_per_pod
+            if gpus > endpoint.instance.gpu_count:
+                continue  # tensor_parallel_size beyond the instance: refused by the endpoint checks
+            demand = Demand(endpoint.name, role, gpus, min_replicas(config), max_replicas(config),
+                            named=config.instance_group is not None)
+            if config.instance_group is not None:
+                group = groups.get(config.instance_group)
+                if group and group.role == role and group.instance_type == endpoint.instance_type and not group.parked:
+                    placed.by_group.setdefault(group.name, []).append(demand)
+                continue
+            pool = [g for g in hyperpod.groups(role) if not g.parked]
+            if len(pool) == 1:
+                placed.by_group.setdefault(pool[0].name, []).append(demand)
+            elif pool:
+                placed.by_role.setdefault(role, []).append(demand)
+    return placed
+
+
+def _held(group: InstanceGroup) -> str:
+    """``count 2`` or ``autoscaling.max_nodes 4``: what bounds the group."""
+    return f"autoscaling.max_nodes {group.max_nodes}" if group.autoscaled else f"count {group.count}"
+
+
+def _listed(demands: Iterable[Demand]) -> str:
+    return ", ".join(d.describe() for d in demands) or "no endpoint"
+
+
+# -- checks --------------------------------------------------------------------------------------------------------------
+
+def role_capacity_issues(endpoint: EndpointConfig, role: DpdRole, group: InstanceGroup, path: str) -> Iterator[Issue]:
+    """One role on its named, active group of the right role and type: its replicas, then its maximum replicas, must
+    fit the group's most nodes."""
+    config = endpoint.role(role)
+    gpus = endpoint.gpus_per_pod
+    per_node = gpus_per_node(group) // gpus if gpus else 0
+    if not per_node:
+        return  # tensor_parallel_size beyond the instance: refused by the endpoint checks
+    nodes = math.ceil(config.replicas / per_node)
+    if nodes > group.max_nodes:
+        yield Issue(join(path, f"{role}.replicas"), config.replicas,
+                    f"needs {nodes} nodes ({per_node} pod(s) of {gpus} GPUs per node), but instance group "
+                    f"'{group.name}' has {_held(group)}")
+        return
+    top = max_replicas(config)
+    nodes = math.ceil(top / per_node)
+    if config.autoscaling and nodes > group.max_nodes:
+        yield Issue(join(path, f"{role}.autoscaling.max_replicas"), top,
+                    f"needs {nodes} nodes at its maximum ({top} x {gpus} = {top * gpus} GPUs, {per_node} pod(s) per "
+                    f"node), but instance group '{group.name}' has {_held(group)} "
+                    f"({group.max_nodes * gpus_per_node(group)} GPUs); raise the group's maximum or lower max_replicas")
+
+
+def shared_capacity_issues(root: Any, groups_path: str) -> Iterator[Issue]:
+    """Autoscaled groups against every endpoint that can land on them: the endpoints' maximum replicas must fit the
+    group's ``max_nodes`` together, and their minimum replicas must hold its ``min_nodes``. Fixed groups keep the
+    per-endpoint check of :func:`role_capacity_issues`."""
+    hyperpod: HyperPodConfig = root.hyperpod
+    placed = placements(hyperpod, getattr(root, "endpoints", ()))
+    indexes = {g.name: i for i, g in enumerate(hyperpod.instance_groups)}
+    for group in hyperpod.instance_groups:
+        if group.autoscaling is None or group.role == "system":
+            continue
+        where = join(join(groups_path, indexes[group.name]), "autoscaling")
+        demands = placed.by_group.get(group.name, [])
+        gpn = gpus_per_node(group)
+        if not gpn:
+            continue  # a CPU type in a GPU role: refused with the group's allowed types
+        capacity = group.max_nodes * gpn
+        alone = [d for d in demands if d.named and math.ceil(d.max_replicas / max(1, gpn // d.gpus_per_pod))
+                 > group.max_nodes]
+        need = sum(d.max_gpus for d in demands)
+        if not alone and need > capacity:
+            yield Issue(join(where, "max_nodes"), group.max_nodes,
+                        f"holds {capacity} GPUs ({group.max_nodes} x {gpn}), but the endpoints' maximum replicas on "
+                        f"instance group '{group.name}' need {need}: {_listed(demands)}; raise max_nodes to "
+                        f"{math.ceil(need / gpn)} or lower the endpoints' max_replicas")
+        floor = math.ceil(sum(d.min_gpus for d in demands) / gpn)
+        if group.autoscaling.min_nodes > floor and group.role not in placed.by_role:
+            yield Issue(join(where, "min_nodes"), group.autoscaling.min_nodes,
+                        f"the endpoints' minimum replicas on instance group '{group.name}' occupy {floor} node(s) "
+                        f"({_listed(demands)}); Karpenter removes empty nodes, so the group would drop below "
+                        "min_nodes: lower min_nodes, or raise the endpoints' min_replicas")
+    for role, demands in placed.by_role.items():
+        pool = [g for g in hyperpod.groups(role) if not g.parked]
+        scaled = [g for g in pool if g.autoscaled]
+        if not scaled:
+            continue
+        shared = demands + [d for g in pool for d in placed.by_group.get(g.name, [])]
+        capacity = sum(g.max_nodes * gpus_per_node(g) for g in pool)
+        need = sum(d.max_gpus for d in shared)
+        if need > capacity:
+            names = ", ".join(f"'{g.name}'" for g in pool)
+            yield Issue(join(join(join(groups_path, indexes[scaled[0].name]), "autoscaling"), "max_nodes"),
+                        scaled[0].max_nodes,
+                        f"the {role} groups {names} hold {capacity} GPUs at most, but the endpoints' maximum replicas "
+                        f"on them need {need}: {_listed(shared)}; raise their maximum nodes or lower max_replicas")
+
+
+def ratio_issues(endpoint: EndpointConfig, path: str) -> Iterator[Issue]:
+    """The first of: fixed replicas, floor (minimum replicas) and ceiling (maximum replicas) whose prefill:decode
+    ratio is outside ``ratio`` (or the default, unless the endpoint opts into several decoders). Replicas outside
+    their autoscaling range are reported by the endpoint checks alone."""
+    bounds = endpoint.ratio or (None if endpoint.decode.allow_multiple_replicas else DEFAULT_RATIO)
+    prefill, decode = endpoint.prefill, endpoint.decode
+    if bounds is None or any(c.autoscaling and not c.autoscaling.min_replicas <= c.replicas <= c.autoscaling.max_replicas
+                             for c in (prefill, decode)):
+        return
+    named = ("ratio" if endpoint.ratio else
+             "the default ratio (DPD guidance: 1:1 balanced, up to 3:1 prefill-heavy; set ratio to change it)")
+    side: DpdRole = "prefill" if prefill.autoscaling else "decode"  # the field reported for floor and ceiling
+    cases = [("fixed replicas", "prefill.replicas", prefill.replicas, prefill.replicas, decode.replicas)]
+    if prefill.autoscaling or decode.autoscaling:
+        cases += [
+            ("minimum replicas", f"{side}.autoscaling.min_replicas", min_replicas(endpoint.role(side)),
+             min_replicas(prefill), min_replicas(decode)),
+            ("maximum replicas", f"{side}.autoscaling.max_replicas", max_replicas(endpoint.role(side)),
+             max_replicas(prefill), max_replicas(decode)),
+        ]
+    for what, field_path, shown, p, d in cases:
+        if d == 0:
+            if p:
+                yield Issue(join(path, field_path), shown,
+                            f"at the {what}, {p} prefill run with 0 decode replicas: prefillers without a decoder serve "
+                            "nothing; keep a decoder, or let prefill scale to 0 too")
+                return
+            continue
+        ratio = p / d
+        if not bounds.min <= ratio <= bounds.max:
+            yield Issue(join(path, field_path), shown,
+                        f"at the {what}, {p} prefill per {d} decode (ratio {ratio:g}) is outside {named}: "
+                        f"{bounds.min:g} to {bounds.max:g} prefill per decode")
+            return
