@@ -1,5 +1,5 @@
 # hyperpod-dpd: two commands on a fresh machine.
-#   make synth   set up, then synthesize every environment offline into cdk.out/ (and dist/k8s/)
+#   make synth   set up, then synthesize every environment offline into cdk.out/ (and dist/k8s/, dist/grafana/)
 #   make test    set up, then run the whole suite
 # Everything installs into the checkout (.venv/, node_modules/); nothing global.
 
@@ -56,6 +56,7 @@ synth: setup
 	cdk synth --quiet --output .cache/cdk.out.next
 	rm -rf cdk.out && mv .cache/cdk.out.next cdk.out
 	$(PY) -m hyperpod_dpd.k8s.gitops --out dist/k8s
+	$(PY) -m hyperpod_dpd.monitoring.export --out dist/grafana
 	$(PY) -m hyperpod_dpd.synth_summary cdk.out
 
 test: setup setup-checkov setup-system
@@ -75,6 +76,7 @@ typecheck: setup
 
 bench: setup
 	bash bench/synth.sh
+	$(PY) bench/calibration.py
 
 # Record the logical ids of every environment's stateful resources (after a deliberate, reviewed change).
 stateful-manifest: setup

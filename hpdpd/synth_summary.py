@@ -33,9 +33,11 @@ def summarize(config: EnvironmentConfig, assembly: Path) -> list[str]:
     for group in config.hyperpod.instance_groups:
         spec = INSTANCE_TYPES[group.instance_type]
         hardware = f"{spec.gpu_count}x {spec.gpu.model} each, EFA {spec.efa_bandwidth_gbps:,} Gbps" if spec.gpu else f"{spec.vcpus} vCPU"
-        lines.append(f"  group {group.name:<12} {group.role:<8} {group.count:>3} x {group.instance_type:<22} ({hardware})")
+        nodes = f"{group.autoscaling.min_nodes}..{group.max_nodes}" if group.autoscaling else str(group.count)
+        lines.append(f"  group {group.name:<12} {group.role:<8} {nodes:>3} x {group.instance_type:<22} ({hardware})"
+                     + ("  parked" if group.parked else "  autoscaled" if group.autoscaling else ""))
         if spec.gpu:
-            gpus[group.role] += group.count * spec.gpu_count
+            gpus[group.role] += group.max_nodes * spec.gpu_count  # at most (an autoscaled group at its maximum)
     lines.append(f"  GPUs  {sum(gpus.values())} total: " + ", ".join(f"{role} {n}" for role, n in sorted(gpus.items())))
     return lines
 

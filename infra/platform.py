@@ -32,6 +32,8 @@ from hyperpod_dpd.infra.guardrails.stateful import retain_stateful_resources
 from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
 from hyperpod_dpd.infra.hyperpod_dependencies import HyperPodDependencies
 from hyperpod_dpd.infra.inference_operator import InferenceOperator, ObservabilityOptions
+from hyperpod_dpd.infra.monitoring import DpdMonitoring, build_monitoring
+from hyperpod_dpd.infra.operations_access import OperationsAccess, bind_namespace
 from hyperpod_dpd.k8s.charts import EndpointChart, add_environment_charts
 
 
@@ -74,6 +76,8 @@ class PlatformResources:
     hyperpod_dependencies: HyperPodDependencies
     hyperpod: HyperPodCluster
     inference_operator: InferenceOperator
+    monitoring: DpdMonitoring | None = None  # the DPD alerts (infra/monitoring.py), with endpoints only
+    operations: OperationsAccess | None = None  # eks.operations_principals' access (infra/operations_access.py)
 
 
 def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaNetwork) -> PlatformResources:
@@ -121,11 +125,13 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
         lifecycle_bucket_name=hp_cfg.lifecycle_bucket(config.account, config.region),
         node_recovery=hp_cfg.node_recovery,
         node_provisioning_mode=hp_cfg.node_provisioning_mode,
+        autoscaling=hp_cfg.autoscaling,  # HyperPod-managed Karpenter and its cluster role, when configured
         depends_on=[dependencies, *eks_cluster.addons.values()],
         removal_policy=policy,
         access_logs_bucket=logs,
         tags=config.tags,
     )
+    hyperpod.add_karpenter_resources(eks_cluster.cluster)  # a NodeClass and NodePool per autoscaled group
     operator = config.operator
     inference_operator = InferenceOperator(
         scope, "InferenceOperator",
@@ -147,14 +153,23 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
         removal_policy=policy,
         access_logs_bucket=logs,
     )
-    return PlatformResources(logs, eks_cluster, dependencies, hyperpod, inference_operator)
+    monitoring = build_monitoring(scope, config=config, hyperpod=hyperpod, inference_operator=inference_operator,
+                                  removal_policy=policy)
+    operations = OperationsAccess(
+        scope, "OperationsAccess", cluster=eks_cluster.cluster, principals=eks_cfg.operations_principals,
+        kubernetes_version=eks_cfg.version, after=[inference_operator.resource],  # its CRD and namespace
+    ) if eks_cfg.operations_principals else None
+    return PlatformResources(logs, eks_cluster, dependencies, hyperpod, inference_operator, monitoring,
+                             operations=operations)
 
 
 def build_endpoints(scope: Construct, *, config: EnvironmentConfig, eks_cluster: HyperPodEksCluster,
                     inference_operator: InferenceOperator) -> tuple[list[EndpointChart], dict[str, eks.KubernetesManifest]]:
     """One ``KubernetesManifest`` per endpoint chart (the IEC and its router resources), applied after the
     inference add-on: the IEC needs the operator's CRD and the router objects need its namespace. ``prune``
-    deletes objects dropped from a chart, e.g. the old IEC after a new generation.
+    deletes objects dropped from a chart, e.g. the old IEC after a new generation. With ``eks.operations_principals``,
+    each endpoint namespace also gets the operations RoleBinding (``Operations-<chart id>``), applied after the chart
+    that creates the namespace.
     """
     charts = add_environment_charts(cdk8s.App(), config)
     manifests: dict[str, eks.KubernetesManifest] = {}
@@ -164,6 +179,14 @@ def build_endpoints(scope: Construct, *, config: EnvironmentConfig, eks_cluster:
             overwrite=True, prune=True)
         manifest.node.add_dependency(inference_operator.resource)
         manifests[chart.node.id] = manifest
+    if config.eks.operations_principals:  # the endpoint rules of the operations access, in each endpoint's namespace
+        namespaces: set[str] = set()
+        for chart in charts:
+            namespace = chart.namespace or "default"
+            if namespace not in namespaces:
+                namespaces.add(namespace)
+                bind_namespace(scope, f"Operations-{chart.node.id}", cluster=eks_cluster.cluster, namespace=namespace,
+                               kubernetes_version=config.eks.version, after=[manifests[chart.node.id]])
     return charts, manifests
 
 
@@ -181,8 +204,10 @@ class HyperPodDpdPlatform(Construct):
     The aws-cdk-lib feature flags the constructs are tested with (:data:`~hyperpod_dpd.infra.feature_flags.FEATURE_FLAGS`)
     apply to this construct's subtree whatever the app's ``cdk.json`` says; the rest of the app keeps its own.
 
-    Attributes: ``network``, ``eks``, ``hyperpod``, ``inference_operator``, ``access_logs``, ``charts`` and
-    ``endpoint_manifests`` (by chart id). Apply the guardrails to the app with
+    Attributes: ``network``, ``eks``, ``hyperpod``, ``inference_operator``, ``access_logs``, ``monitoring`` (the DPD
+    alerts, None without endpoints), ``operations`` (the access of ``eks.operations_principals``, None without them;
+    its RoleBinding in each endpoint namespace is ``Operations-<chart id>``), ``charts`` and ``endpoint_manifests``
+    (by chart id). Apply the guardrails to the app with
     :func:`hyperpod_dpd.infra.apply_guardrails`.
     """
 
@@ -206,6 +231,8 @@ class HyperPodDpdPlatform(Construct):
         self.hyperpod_dependencies = parts.hyperpod_dependencies
         self.hyperpod = parts.hyperpod
         self.inference_operator = parts.inference_operator
+        self.monitoring = parts.monitoring
+        self.operations = parts.operations
         self.charts: list[EndpointChart] = []
         self.endpoint_manifests: dict[str, eks.KubernetesManifest] = {}
         if endpoints and config.endpoints:

@@ -2,9 +2,12 @@
 
 Each environment is the very ``EnvironmentStage`` object that ``cdk deploy "<env>/*"`` deploys, so there is one
 definition of each environment and the pipeline deploys the same templates. Around each stage the ``hpdpd`` CLI
-checks it: ``preflight`` before, ``wait`` and ``status`` after, ``smoke`` on request; a failing check (non-zero exit)
-stops the promotion. The checks run in CodeBuild in the pipeline account and reach the target account through an AWS
-CLI profile that assumes a role there: the read-only CDK bootstrap lookup role, or ``checks_role_arn`` for smoke.
+checks it: ``preflight`` before, ``wait`` and ``status`` after, ``smoke`` on request, and with a checks role
+``rollout promote`` before and ``verify`` (the KV fabric) after; a failing check (non-zero exit) stops the promotion.
+The checks run in CodeBuild in the pipeline account and reach the target account through an AWS CLI profile that
+assumes a role there: the read-only CDK bootstrap lookup role, or ``checks_role_arn`` for the steps that invoke
+endpoints or reach into the cluster (smoke, the KV-fabric verify, rollout promote; the configuration requires that
+role among the environment's ``eks.operations_principals``, which grants its cluster access).
 
 CodePipeline's CloudFormation actions cannot set termination protection, so after each stage whose stacks
 ``cdk deploy`` protects, a ``TerminationProtection`` step turns it on (and checks it is on) with the target's CDK
@@ -155,6 +158,41 @@ class EnvironmentChecks(Construct):
         return self._step("Smoke", commands, smoke=True,
                           minutes=len(self._env.endpoints) * self._promotion.wait_timeout_minutes + SETUP_MARGIN_MINUTES)
 
+    def kv_fabric(self) -> pipelines.CodeBuildStep | None:
+        """``verify`` (the KV-fabric gate) per declared endpoint after the deployments; None without endpoints or
+        checks role.
+
+        It reads the cluster through EKS authentication, so it runs as ``checks_role_arn``, which the configuration
+        requires among the environment's ``eks.operations_principals`` (an access entry and the operations RBAC,
+        ``infra/operations_access.py``). The lookup role has no access entry: without a checks role the pipeline
+        skips the cluster checks (docs/pipeline.md, "Enable the cluster checks").
+        """
+        if not self._env.endpoints or self._promotion.checks_role_arn is None:
+            return None
+        seconds = str(self._wait_seconds)
+        commands = [self._hpdpd("verify", self.SMOKE_PROFILE, "--endpoint", e.name, "--wait-ready", seconds)
+                    for e in self._env.endpoints]
+        return self._step("KvFabric", commands, smoke=True,
+                          minutes=len(self._env.endpoints) * self._promotion.wait_timeout_minutes + SETUP_MARGIN_MINUTES)
+
+    def rollout(self) -> pipelines.CodeBuildStep | None:
+        """``rollout promote`` per endpoint *before* the endpoints stack deploys; None without endpoints or checks role.
+
+        The endpoints stack's manifests prune: one apply of a chart that holds only the new IEC generation would delete
+        the serving one and re-point the client Service at once. So the pipeline promotes first: when the configuration
+        renders a new generation, promote creates it beside the serving one (refusing without room for both), waits,
+        smokes and verifies it, switches the client Service, and deletes the old generation; the deploy that follows
+        then finds the cluster as the chart describes it. With nothing new it does nothing. It writes to the cluster,
+        so it runs with ``checks_role_arn``.
+        """
+        if not self._env.endpoints or self._promotion.checks_role_arn is None:
+            return None
+        seconds = str(self._wait_seconds)
+        commands = [self._hpdpd("rollout", self.SMOKE_PROFILE, "promote", "--endpoint", e.name, "--timeout", seconds)
+                    for e in self._env.endpoints]
+        return self._step("Rollout", commands, smoke=True,
+                          minutes=len(self._env.endpoints) * self._promotion.wait_timeout_minutes + SETUP_MARGIN_MINUTES)
+
 
 class TerminationProtection(Construct):
     """Termination protection for the protected stacks of one environment, after its stage deployed them.
@@ -251,17 +289,26 @@ class PipelineStack(cdk.Stack):
             preflight = checks.preflight()
             if pre:
                 preflight.add_step_dependency(pre[-1])
+            steps_before: list[pipelines.Step] = [*pre, preflight]
+            # The rollout runs after the network and platform stacks (so the operations access it uses exists) and
+            # before the endpoints stack, whose pruning apply would otherwise replace the serving generation at once.
+            rollout = checks.rollout()
+            stack_steps = [pipelines.StackSteps(stack=stage.endpoints, pre=[rollout])] if rollout is not None else []
             verify = checks.verify()
             post: list[pipelines.Step] = [verify]
             smoke = checks.smoke()
             if smoke is not None:
                 smoke.add_step_dependency(verify)
                 post.append(smoke)
+            fabric = checks.kv_fabric()
+            if fabric is not None:
+                fabric.add_step_dependency(smoke or verify)  # after the smoke prompts: a transfer to measure
+                post.append(fabric)
             protected = protected_stack_names(stage)
             if protected:  # right after the deployments, next to Verify: a failed check must not leave it off
                 post.append(TerminationProtection(self, f"Protection-{env.name}", env=env, stack_names=protected,
                                                   qualifier=qualifier).step())
-            self.pipeline.add_stage(stage, pre=[*pre, preflight], post=post)
+            self.pipeline.add_stage(stage, pre=steps_before, post=post, stack_steps=stack_steps)
         self.pipeline.build_pipeline()  # now, so that the generated roles exist to be acknowledged
         self._acknowledge_generated()
         self._sub_action_role_arns()

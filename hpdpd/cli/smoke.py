@@ -2,7 +2,8 @@
 
 Targets: the endpoint's SageMaker endpoint (default), ``--url`` (any HTTP URL, e.g. a port-forward of the
 router), or ``--router`` (the in-cluster router Service, for runs inside the cluster).
-Exit codes: 0 both prompts streamed text, 1 a prompt failed, 2 the smoke test could not run.
+Exit codes: 0 both prompts streamed text (and the canary found nothing), 1 a prompt failed or the canary found a
+silent failure, 2 the smoke test could not run.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from hyperpod_dpd.cli.output import (
     load_environment_from_args,
     print_json,
     print_table,
+    status_label,
 )
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.ops.endpoints import configured_endpoints, router_url, select_endpoints
+from hyperpod_dpd.ops.kube import KubeError
 from hyperpod_dpd.ops.smoke import SmokeReport, http_sender, run_smoke, sagemaker_sender
 
 
@@ -42,6 +45,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--max-tokens", type=int, default=64, help="tokens to generate per prompt (default 64)")
     parser.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per-request timeout (HTTP)")
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (self-signed router)")
+    parser.add_argument("--kubeconfig", default=None, metavar="PATH",
+                        help="kubeconfig for the canary's log reads (default: KUBECONFIG, else EKS authentication)")
+    parser.add_argument("--no-canary", dest="canary", action="store_false",
+                        help="skip the silent-failure canary (routing counter, decoder KV hit, greedy determinism)")
     parser.set_defaults(func=run)
 
 
@@ -67,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if args.url or args.router:
         if args.router and endpoint is None:
             raise HpdpdError("--router needs an endpoint of the environment")
-        url = args.url or router_url(endpoint)
+        url = args.url or router_url(endpoint)  # type: ignore[arg-type] # --router without an endpoint raised above
         send = http_sender(url, timeout_seconds=args.timeout, insecure=args.insecure)
         transport, target, chat = "http", url, "chat/" in urlparse(url).path
     else:
@@ -78,13 +85,29 @@ def run(args: argparse.Namespace) -> int:
         runtime = factory_from_args(args, default_region=env.region).client("sagemaker-runtime")
         send = sagemaker_sender(runtime, name)
         transport, target, chat = "sagemaker", name, "chat/" in path
-    report = run_smoke(send=send, endpoint=endpoint.name if endpoint else target, transport=transport, target=target,
-                       threshold=threshold, model=model, chat=chat, max_tokens=args.max_tokens)
+    canary = canary_source(args, env, endpoint) if args.canary and endpoint is not None else None
+    try:
+        report = run_smoke(send=send, endpoint=endpoint.name if endpoint else target, transport=transport,
+                           target=target, threshold=threshold, model=model, chat=chat, max_tokens=args.max_tokens,
+                           canary=canary)
+    except KubeError as exc:
+        raise HpdpdError(f"cannot read the logs for the canary of {endpoint.name if endpoint else target}: "
+                         f"{exc.reason} (--no-canary skips it)") from None
     if args.output == "json":
         print_json(report.to_json())
     else:
         render(report)
     return 0 if report.ok else 1
+
+
+def canary_source(args: argparse.Namespace, env: Any, endpoint: Any) -> Any:
+    """The canary's log reader: the router's and decoder's logs of the endpoint's IEC through the Kubernetes API."""
+    from hyperpod_dpd.cli.verify import kube_from_args
+    from hyperpod_dpd.ops.canary import cluster_logs
+    from hyperpod_dpd.ops.endpoints import iec_name
+
+    kube = kube_from_args(args, env, factory_from_args(args, default_region=env.region))
+    return cluster_logs(kube, namespace=endpoint.namespace, iec=iec_name(endpoint))
 
 
 def _ms(value: float | None) -> str:
@@ -101,5 +124,9 @@ def render(report: SmokeReport) -> None:
                  "Result"), rows,
                 title=escape_cell(f"smoke {report.endpoint} via {report.transport} ({report.target}), "
                                   f"threshold {report.threshold}"))
+    if report.canary:
+        print_table(("Status", "Check", "Detail", "Likely cause"),
+                    [(status_label(c.status), escape_cell(c.name), escape_cell(c.detail), escape_cell(c.cause or ""))
+                     for c in report.canary], title="silent-failure canary")
     for reason in report.skipped:
         print(f"hpdpd: skipped {reason}", file=sys.stderr)

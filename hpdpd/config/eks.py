@@ -14,9 +14,10 @@ from hyperpod_dpd.config.base import (
     Model,
     addon_version_issues,
     join,
+    pattern,
     quoted_choice,
 )
-from hyperpod_dpd.config.eks_existing import ExistingEksCluster
+from hyperpod_dpd.config.eks_existing import ExistingEksCluster, partition_of
 from hyperpod_dpd.config.names import EksClusterName
 from hyperpod_dpd.errors import MISSING, Issue
 
@@ -27,6 +28,11 @@ CREATION_KEYS = {
     "endpoint_access": "API endpoint access", "public_access_cidrs": "public endpoint CIDRs",
     "logging": "control-plane logging", "system_node_group": "node groups",
 }
+# The roles of eks.operations_principals: an access entry each, in the Kubernetes group the toolkit's operations RBAC
+# binds (infra/operations_access.py). Roles only: the pipeline's checks and operators assume roles.
+IamRoleArn = Annotated[str, pattern(
+    r"arn:aws(-cn|-us-gov)?:iam::\d{12}:role(/[\w+=,.@-]+)*/[\w+=,.@-]{1,64}",
+    "an IAM role ARN such as 'arn:aws:iam::111111111111:role/hpdpd-pipeline-checks' (names of at most 64 characters)")]
 
 
 class SystemNodeGroup(Model):
@@ -54,6 +60,7 @@ class EksConfig(Model):
     # Required with a public endpoint (no default: an API open to the internet is a decision, not an accident).
     public_access_cidrs: tuple[Cidr, ...] = ()
     admin_principals: tuple[IamPrincipalArn, ...] = ()
+    operations_principals: tuple[IamRoleArn, ...] = ()
     logging: tuple[LogType, ...] = ALL_LOG_TYPES
     system_node_group: SystemNodeGroup | None = None
     addon_versions: dict[str, str] = Field(default_factory=dict)
@@ -82,6 +89,7 @@ class EksConfig(Model):
             yield from self.system_node_group.issues(root, join(path, "system_node_group"))
         yield from addon_version_issues(join(path, "addon_versions"), self.addon_versions,
                                         {a.name: a.minimum for a in CORE_ADDONS}, kind="core", why="HyperPod needs")
+        yield from self._operations_issues(root, path)
         if self.existing is not None:
             yield from self._adoption_issues(root, path, self.existing)
         elif self.endpoint_access == "private" and self.public_access_cidrs:
@@ -101,6 +109,25 @@ class EksConfig(Model):
                           f"HyperPod rejects an unsupported version at deploy time: the documented default is "
                           f"{DEFAULT_EKS_VERSION!r}; check the current page before deploying")]
         return []
+
+    def _operations_issues(self, root: Any, path: str) -> Iterator[Issue]:
+        """Each operations role once, not also an admin (EKS allows one access entry per principal), in the
+        partition of the environment's Region."""
+        region = getattr(root, "region", None)
+        seen: dict[str, int] = {}
+        for i, principal in enumerate(self.operations_principals):
+            where = join(join(path, "operations_principals"), i)
+            partition = principal.split(":")[1]
+            if principal in seen:
+                yield Issue(where, principal, f"listed twice (first at operations_principals[{seen[principal]}]); "
+                            "an IAM principal has one access entry")
+            elif principal in self.admin_principals:
+                yield Issue(where, principal, f"is also in {join(path, 'admin_principals')} (cluster admin); an IAM "
+                            "principal has one access entry: list it in one of the two")
+            elif isinstance(region, str) and partition != partition_of(region):
+                yield Issue(where, principal, f"must be in partition '{partition_of(region)}' (the partition of "
+                            f"region {region})")
+            seen.setdefault(principal, i)
 
     def _adoption_issues(self, root: Any, path: str, existing: ExistingEksCluster) -> Iterator[Issue]:
         where = join(path, "existing")

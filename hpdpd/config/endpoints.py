@@ -30,7 +30,9 @@ from hyperpod_dpd.catalogue.operator import (
     ROUTER_SERVICE_SUFFIX,
     supports,
 )
+from hyperpod_dpd.config.alerts import SloConfig
 from hyperpod_dpd.config.base import AvailabilityZone, Cidr, Model
+from hyperpod_dpd.config.capacity import ReplicaRatio
 from hyperpod_dpd.config.endpoint_autoscaling import AutoScalingConfig
 from hyperpod_dpd.config.endpoint_checks import (
     GENERATION_LENGTH,
@@ -207,6 +209,13 @@ class MetricsConfig(Model):
     scrape_interval_seconds: int | None = Field(default=None, ge=5, le=300)
 
 
+class KvTransferConfig(Model):
+    """The floor ``hpdpd verify`` holds the measured KV transfer throughput to (docs/cli.md, "hpdpd verify")."""
+
+    min_gbps: float = Field(default=1.0, gt=0)  # below: FAIL (EFA is not in use, platform docs section 19)
+    warn_line_rate_fraction: float = Field(default=0.1, ge=0, le=1)  # below this share of the EFA line rate: WARN
+
+
 class IngressConfig(Model):
     """Expose the router outside the cluster through an Ingress (TLS terminated at the load balancer)."""
 
@@ -261,6 +270,7 @@ class EndpointConfig(Model):
     gpu_memory_utilization: float = Field(default=DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1)
     prefill: RoleConfig = RoleConfig()
     decode: DecodeConfig = DecodeConfig()
+    ratio: ReplicaRatio | None = None  # prefill per decode; None: 1 to 4 (hyperpod_dpd.config.capacity)
     routing: RoutingConfig = RoutingConfig()
     pd_buffer_size: int = Field(default=DEFAULT_PD_BUFFER_SIZE, ge=1)
     l1_cache: bool = True
@@ -272,6 +282,8 @@ class EndpointConfig(Model):
     topology: TopologyConfig = TopologyConfig()
     request_limits: RequestLimits | None = None
     metrics: MetricsConfig = MetricsConfig()
+    kv_transfer: KvTransferConfig = KvTransferConfig()  # the floor of `hpdpd verify` (docs/cli.md)
+    slo: SloConfig = SloConfig()  # the alert thresholds (docs/monitoring.md)
     tls: TlsConfig | None = None
     router: RouterConfig = RouterConfig()
     # Fields of later operators (hyperpod_dpd.catalogue.operator.IEC_EXTENSION_FIELDS has the release of each).

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr
 
 from hyperpod_dpd.catalogue.regions import HYPERPOD_REGIONS
+from hyperpod_dpd.config.alerts import AlertsConfig
 from hyperpod_dpd.config.base import AccountId, Model, Region, join
 from hyperpod_dpd.config.eks import EksConfig
 from hyperpod_dpd.config.endpoints import EndpointConfig
@@ -16,6 +17,23 @@ from hyperpod_dpd.config.hyperpod import HyperPodConfig
 from hyperpod_dpd.config.network import NetworkConfig
 from hyperpod_dpd.config.operator import InferenceOperatorConfig, ModelBucket
 from hyperpod_dpd.errors import Issue
+
+
+class CostConfig(Model):
+    """``cost: {prices: {<instance type>: <usd per instance-hour>}}``: overrides the price catalogue
+    (``hyperpod_dpd.catalogue.prices``) for ``hpdpd plan --env`` and ``hpdpd cost``."""
+
+    prices: dict[str, float] = Field(default_factory=dict)
+
+    def issues(self, root: Any = None, path: str = "") -> Iterator[Issue]:
+        from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
+
+        for name, value in self.prices.items():
+            if name not in INSTANCE_TYPES:
+                yield Issue(join(path, f"prices.{name}"), value,
+                            f"unknown instance type; known: {', '.join(sorted(INSTANCE_TYPES))}")
+            elif not 0 < value < float("inf"):
+                yield Issue(join(path, f"prices.{name}"), value, "must be a positive price in USD per instance-hour")
 
 
 class EnvironmentConfig(Model):
@@ -32,6 +50,8 @@ class EnvironmentConfig(Model):
     hyperpod: HyperPodConfig
     endpoints: tuple[EndpointConfig, ...] = ()
     operator: InferenceOperatorConfig = InferenceOperatorConfig()
+    alerts: AlertsConfig = AlertsConfig()  # the DPD alerts' SNS topic and subscriptions (docs/monitoring.md)
+    cost: CostConfig = CostConfig()  # price overrides for hpdpd plan --env and hpdpd cost (docs/planner.md)
 
     _name: str = PrivateAttr(default="")
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
@@ -84,6 +104,7 @@ class EnvironmentConfig(Model):
                             f"must be the cluster's Region {self.region}: model loads from another Region are slow "
                             "and cost cross-Region transfer; copy the weights into a bucket in the cluster's Region")
         yield from self.operator.issues(self, "operator")
+        yield from self.cost.issues(self, "cost")
         gate = self.operator.dpd_gate(self.operator.release) if self.endpoints else None
         if gate:
             yield Issue("operator.version", self.operator.version, gate)

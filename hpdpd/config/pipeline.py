@@ -120,7 +120,8 @@ class PipelineConfig(Model):
                             "sagemaker:InvokeEndpointWithResponseStream; see docs/pipeline.md, 'Enable smoke tests for an environment'")
 
     def environment_issues(self, available: Sequence[str], loaded: Mapping[str, EnvironmentConfig]) -> Iterator[Issue]:
-        """Checks against the environment files: every name exists, and smoke and roles fit the environment."""
+        """Checks against the environment files: every name exists, smoke and roles fit the environment, and a checks
+        role that verifies, smokes or rolls out endpoints is one of the environment's ``eks.operations_principals``."""
         for i, promotion in enumerate(self.environments):
             where = join("environments", i)
             if promotion.name not in available:
@@ -143,6 +144,12 @@ class PipelineConfig(Model):
             if role is not None and role.split(":")[4] != env.account:
                 yield Issue(join(where, "checks_role_arn"), role,
                             f"must be a role in the environment's account {env.account}")
+            elif role is not None and env.endpoints and role not in env.eks.operations_principals:
+                # verify, smoke's canary and rollout promote reach the cluster as this role (docs/pipeline.md)
+                yield Issue(join(where, "checks_role_arn"), role,
+                            f"has no access inside {promotion.name}'s cluster, where the pipeline's verify, smoke "
+                            f"and rollout steps read and write as it: add it to eks.operations_principals in "
+                            f"{promotion.name}.yaml")
 
 
 def _with_hints(issues: list[Issue], model: type[Model]) -> list[Issue]:

@@ -1,23 +1,34 @@
-"""``InferenceEndpointConfig`` status through ``kubectl`` (no Kubernetes client library is a dependency).
+"""The Kubernetes API, through the official ``kubernetes`` client: no kubectl binary is needed.
 
-kubectl runs only when a kubeconfig is given (``--kubeconfig`` or ``KUBECONFIG``) and ``kubectl`` is on PATH;
-otherwise the state is reported as unknown rather than guessed. Only the API server's own ``NotFound`` answer means
-the IEC does not exist; any other kubectl failure leaves the state unknown, with the reason and a cause
-(``access_denied``, ``unreachable``, ``timeout``, ``throttled``, ``server_error``, ``error``, or ``not_configured``
-when kubectl was not run at all), as :mod:`hyperpod_dpd.ops.lookup` classifies AWS reads.
+Two ways to reach a cluster, as the ecosystem does it:
+
+- a kubeconfig (``--kubeconfig`` or ``KUBECONFIG``), loaded by ``kubernetes.config`` (exec credential plugins such as
+  ``aws eks get-token`` keep working);
+- EKS authentication from boto3 (:mod:`hyperpod_dpd.ops.eks_auth`): the API server and its CA from
+  ``eks:DescribeCluster`` and a presigned-STS bearer token, minted again before it expires.
+
+Every failure is classified as :mod:`hyperpod_dpd.ops.lookup` classifies AWS reads: only the API server's own 404 is
+*not found*; anything else is *unknown* with a one-line reason and a cause (``access_denied`` for RBAC 403, naming
+the verb and resource needed; ``unreachable``, ``timeout``, ``throttled``, ``server_error``; ``error`` for rejected
+credentials and the rest; ``not_configured`` when no way to reach the cluster was given).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
-import shutil
-import subprocess
-from dataclasses import dataclass
+import socket
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from hyperpod_dpd.ops.lookup import TRANSIENT_CAUSES
 
-IEC_RESOURCE = "inferenceendpointconfig"
+IEC_GROUP = "inference.sagemaker.aws.amazon.com"
+IEC_VERSION = "v1"
+IEC_PLURAL = "inferenceendpointconfigs"
 IEC_PERMISSION = "get on inferenceendpointconfigs.inference.sagemaker.aws.amazon.com"
 READY_STATE = "DeploymentComplete"
 FAILED_STATES = frozenset({"DeploymentFailed", "DeletionFailed"})
@@ -25,24 +36,113 @@ GONE_STATES = frozenset({"DeletionPending", "DeletionInProgress", "DeletionCompl
 NO_KUBECONFIG = "unknown (no kubeconfig)"
 NOT_FOUND = "NotFound"
 NOT_CONFIGURED = "not_configured"
-# kubectl's stderr markers, most specific first: (marker, cause). ``Error from server (<Reason>)`` carries the API
-# server's status reason; the rest are client-side failures.
-KUBECTL_CAUSES = (
-    ("getting credentials", "error"),  # the exec credential plugin (aws eks get-token) failed
-    ("(Unauthorized)", "error"),  # the API server refused the credentials (no RBAC permission would help)
-    ("(Forbidden)", "access_denied"),  # RBAC: the caller lacks get on the IEC
-    ("(TooManyRequests)", "throttled"),
-    ("(Timeout)", "timeout"),
-    ("(ServerTimeout)", "timeout"),
-    ("(ServiceUnavailable)", "server_error"),
-    ("(InternalError)", "server_error"),
-    ("Unable to connect to the server", "unreachable"),
-    ("connection refused", "unreachable"),
-    ("no such host", "unreachable"),
-    ("i/o timeout", "unreachable"),
-    ("TLS handshake timeout", "unreachable"),
-    ("connection reset", "unreachable"),
-)
+API_CAUSES = {401: "error", 403: "access_denied", 408: "timeout", 429: "throttled", 504: "timeout"}
+
+
+class KubeError(Exception):
+    """A Kubernetes API call that did not succeed: ``not_found`` only on the API server's 404."""
+
+    def __init__(self, reason: str, cause: str, *, not_found: bool = False) -> None:
+        super().__init__(reason)
+        self.reason, self.cause, self.not_found = reason, cause, not_found
+
+    @property
+    def transient(self) -> bool:
+        return self.cause in TRANSIENT_CAUSES
+
+
+def describe_failure(exc: BaseException, what: str, *, permission: str | None = None) -> KubeError:
+    """Classify an exception of the ``kubernetes`` client (or of urllib3 beneath it) as a :class:`KubeError`."""
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
+    from urllib3 import exceptions as u3
+
+    if isinstance(exc, KubeError):
+        return exc
+    if isinstance(exc, ApiException):
+        status = int(exc.status or 0)
+        message = _api_message(exc)
+        reason = f"{what}: {status} {exc.reason or ''}".rstrip() + (f": {message}" if message else "")
+        if status == 404:
+            return KubeError(reason, "error", not_found=True)
+        cause = API_CAUSES.get(status) or ("server_error" if status >= 500 else "error")
+        if cause == "access_denied" and permission:
+            reason += f"; needs {permission}"
+        elif status == 401:
+            reason += " (the API server refused the credentials; on EKS the caller needs an access entry)"
+        return KubeError(reason, cause)
+    if isinstance(exc, ConfigException):
+        return KubeError(f"{what}: kubeconfig: {' '.join(str(exc).split())}", "error")
+    inner = exc.reason if isinstance(exc, u3.MaxRetryError) and exc.reason is not None else exc
+    text = " ".join(f"{type(inner).__name__}: {inner}".split())
+    if isinstance(inner, u3.NewConnectionError):  # a ConnectTimeoutError subclass in urllib3 2, but a refusal
+        return KubeError(f"{what}: cannot reach the Kubernetes API server ({text})", "unreachable")
+    if isinstance(inner, (u3.TimeoutError, socket.timeout, TimeoutError)):
+        return KubeError(f"{what}: timed out ({text})", "timeout")
+    if isinstance(inner, (u3.HTTPError, ConnectionError, OSError)):
+        return KubeError(f"{what}: cannot reach the Kubernetes API server ({text})", "unreachable")
+    return KubeError(f"{what}: {text}", "error")
+
+
+def _api_message(exc: Any) -> str:
+    try:
+        body = json.loads(exc.body or "{}")
+    except (TypeError, ValueError):
+        body = {}
+    return " ".join(str(body.get("message") or "").split()) if isinstance(body, dict) else ""
+
+
+def _ca_file(pem: bytes) -> str:
+    """The cluster CA as a file (the client wants a path); removed when the process exits."""
+    handle, path = tempfile.mkstemp(prefix="hpdpd-ca-", suffix=".pem")
+    with os.fdopen(handle, "wb") as out:
+        out.write(pem)
+    atexit.register(_remove, path)
+    return path
+
+
+def _remove(path: str) -> None:
+    if os.path.exists(path):
+        os.remove(path)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EksAccess:
+    """EKS authentication for ``cluster_name`` with the command's AWS clients (a ClientFactory)."""
+
+    clients: Any
+    cluster_name: str
+    region: str
+
+    def api_client(self) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError
+        from kubernetes import client
+
+        from hyperpod_dpd.aws import is_credentials_error, is_not_found
+        from hyperpod_dpd.ops.eks_auth import DESCRIBE_PERMISSION, TokenSource, describe_endpoint, sts_client
+        from hyperpod_dpd.ops.lookup import aws_cause, aws_reason
+
+        try:
+            endpoint = describe_endpoint(self.clients.client("eks"), self.cluster_name)
+            tokens = TokenSource(sts_client(self.clients, self.region), self.cluster_name)
+            tokens.token()
+        except (ClientError, BotoCoreError) as exc:
+            if is_credentials_error(exc):
+                raise
+            if is_not_found(exc):
+                raise KubeError(f"EKS cluster {self.cluster_name} not found", "error", not_found=True) from None
+            cause = aws_cause(exc)
+            need = f"; needs {DESCRIBE_PERMISSION}" if cause == "access_denied" else ""
+            raise KubeError(aws_reason(exc) + need, cause) from None
+        config = client.Configuration()
+        config.host = endpoint.host
+        if endpoint.ca_pem:
+            config.ssl_ca_cert = _ca_file(endpoint.ca_pem)
+        config.api_key_prefix = {"authorization": "Bearer"}
+        config.api_key = {"authorization": tokens.token()}
+        config.refresh_api_key_hook = lambda c: c.api_key.update(authorization=tokens.token())
+        config.retries = 2
+        return client.ApiClient(config)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,7 +160,7 @@ class IecStatus:
 
     @property
     def attempted(self) -> bool:
-        """kubectl ran (or was meant to): false only when there is no kubeconfig or no kubectl."""
+        """The cluster was asked (or meant to be): false only when there was no way to reach it."""
         return self.cause != NOT_CONFIGURED
 
     @property
@@ -77,56 +177,87 @@ class IecStatus:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Kubectl:
-    """How to reach the cluster: a kubeconfig path (None: ``KUBECONFIG``) and the kubectl binary."""
+class Kube:
+    """How to reach the cluster: a kubeconfig (None: ``KUBECONFIG``), or EKS authentication; one API client."""
 
     kubeconfig: str | None = None
-    binary: str | None = None
+    eks: EksAccess | None = None
     timeout_seconds: float = 30.0
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_environment(cls, kubeconfig: str | None) -> Kubectl:
-        return cls(kubeconfig=kubeconfig, binary=shutil.which("kubectl"))
+    def from_environment(cls, kubeconfig: str | None, *, eks: EksAccess | None = None,
+                         timeout_seconds: float = 30.0) -> Kube:
+        """A kubeconfig when one is given (argument or ``KUBECONFIG``), else ``eks`` when given."""
+        chosen = kubeconfig or os.environ.get("KUBECONFIG") or None
+        return cls(kubeconfig=chosen, eks=None if chosen else eks, timeout_seconds=timeout_seconds)
 
     def unavailable(self) -> str | None:
-        """Why kubectl cannot be used, or None."""
-        if not (self.kubeconfig or os.environ.get("KUBECONFIG")):
+        """Why the cluster cannot be asked at all, or None."""
+        if not (self.kubeconfig or os.environ.get("KUBECONFIG") or self.eks):
             return NO_KUBECONFIG
-        if not self.binary:
-            return "unknown (kubectl not on PATH)"
         return None
+
+    def api_client(self) -> Any:
+        """The ``kubernetes.client.ApiClient`` (made once); :class:`KubeError` when it cannot be made."""
+        if "api" not in self._cache:
+            if self.unavailable():
+                raise KubeError("no kubeconfig", NOT_CONFIGURED)
+            try:
+                if self.eks is not None and not (self.kubeconfig or os.environ.get("KUBECONFIG")):
+                    self._cache["api"] = self.eks.api_client()
+                else:
+                    from kubernetes import config
+
+                    self._cache["api"] = config.new_client_from_config(
+                        config_file=self.kubeconfig or os.environ.get("KUBECONFIG"))
+            except Exception as exc:
+                if isinstance(exc, KubeError) or type(exc).__module__.startswith("kubernetes"):
+                    raise describe_failure(exc, "connect") from None
+                raise
+        return self._cache["api"]
+
+    def call(self, what: str, request: Callable[[Any], Any], *, permission: str | None = None) -> Any:
+        """Run ``request(api_client)`` (a call made with ``_preload_content=False``) and decode its JSON body."""
+        api = self.api_client()
+        try:
+            response = request(api)
+            data = response.data if hasattr(response, "data") else response
+        except Exception as exc:
+            if _is_client_failure(exc):
+                raise describe_failure(exc, what, permission=permission) from None
+            raise
+        if isinstance(data, bytes | bytearray):
+            text = data.decode("utf-8", "replace")
+            try:
+                return json.loads(text) if text.strip() else {}
+            except ValueError:
+                return text
+        return data
+
+    @property
+    def timeout(self) -> tuple[float, float]:
+        return (min(10.0, self.timeout_seconds), self.timeout_seconds)
 
     def iec_status(self, *, name: str, namespace: str) -> IecStatus:
         reason = self.unavailable()
         if reason:
             return IecStatus(state=reason, known=False, reason=_inner(reason), cause=NOT_CONFIGURED)
-        command = [str(self.binary)]
-        if self.kubeconfig:
-            command += ["--kubeconfig", self.kubeconfig]
-        command += ["get", IEC_RESOURCE, name, "-n", namespace, "-o", "json"]
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout_seconds, check=False)
-        except subprocess.TimeoutExpired:
-            return _unknown(f"kubectl timed out after {self.timeout_seconds:g} s", "timeout")
-        except OSError as exc:
-            return _unknown(f"kubectl: {exc.strerror or exc}", "error")
-        if done.returncode != 0:
-            error = " ".join(done.stderr.split()) or f"exit code {done.returncode}"
-            if "Error from server (NotFound)" in error:
-                return IecStatus(state=NOT_FOUND, message=error)
-            cause = kubectl_cause(error)
-            need = f"; needs {IEC_PERMISSION} in namespace {namespace}" if cause == "access_denied" else ""
-            return _unknown(f"kubectl: {error}", cause, need=need)
-        return parse_iec(done.stdout)
+            document = get_iec(self, name=name, namespace=namespace)
+        except KubeError as exc:
+            if exc.not_found:
+                return IecStatus(state=NOT_FOUND, message=exc.reason)
+            return IecStatus(state=f"unknown ({exc.reason})", known=False, reason=exc.reason, cause=exc.cause)
+        return parse_iec(document)
 
 
-def kubectl_cause(error: str) -> str:
-    """The cause of a kubectl failure other than ``NotFound``, from its stderr."""
-    return next((cause for marker, cause in KUBECTL_CAUSES if marker.lower() in error.lower()), "error")
+Kubectl = Kube  # the name the status and wait commands import
 
 
-def _unknown(reason: str, cause: str, *, need: str = "") -> IecStatus:
-    return IecStatus(state=f"unknown ({reason})", known=False, reason=reason + need, cause=cause)
+def _is_client_failure(exc: BaseException) -> bool:
+    module = type(exc).__module__
+    return module.startswith(("kubernetes", "urllib3")) or isinstance(exc, (OSError, TimeoutError))
 
 
 def _inner(state: str) -> str:
@@ -134,12 +265,31 @@ def _inner(state: str) -> str:
     return state.removeprefix("unknown (").removesuffix(")")
 
 
-def parse_iec(text: str) -> IecStatus:
-    """The state and first condition message of ``kubectl get ... -o json`` output."""
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError:
-        return _unknown("kubectl printed no JSON", "error")
+def iec_path(namespace: str, name: str = "") -> str:
+    return f"/apis/{IEC_GROUP}/{IEC_VERSION}/namespaces/{namespace}/{IEC_PLURAL}" + (f"/{name}" if name else "")
+
+
+def get_iec(kube: Kube, *, name: str, namespace: str) -> dict[str, Any]:
+    from kubernetes import client
+
+    document = kube.call(f"GET {iec_path(namespace, name)}", lambda api: client.CustomObjectsApi(api)
+                         .get_namespaced_custom_object(IEC_GROUP, IEC_VERSION, namespace, IEC_PLURAL, name,
+                                                       _preload_content=False, _request_timeout=kube.timeout),
+                         permission=f"{IEC_PERMISSION} in namespace {namespace}")
+    return document if isinstance(document, dict) else {}
+
+
+def parse_iec(document: dict[str, Any] | str) -> IecStatus:
+    """The state and first condition message of an IEC document (JSON text or decoded)."""
+    if isinstance(document, str):
+        try:
+            document = json.loads(document)
+        except json.JSONDecodeError:
+            return IecStatus(state="unknown (the API server sent no JSON)", known=False,
+                             reason="the API server sent no JSON", cause="error")
+    if not isinstance(document, dict):
+        return IecStatus(state="unknown (the API server sent no JSON object)", known=False,
+                         reason="the API server sent no JSON object", cause="error")
     status = document.get("status") or {}
     conditions = status.get("conditions") or []
     message = ""

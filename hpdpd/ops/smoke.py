@@ -22,10 +22,12 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from hyperpod_dpd.aws import describe_client_error, is_client_error, is_credentials_error
+from hyperpod_dpd.ops.canary import CanaryLogs, LogSource, canary_checks
+from hyperpod_dpd.ops.verify import Check
 
 Case = Literal["short", "long"]
 SHORT_PROMPT = "In one short sentence, what does a large language model do?"
@@ -57,9 +59,11 @@ class Measurement:
     total_ms: float
     ok: bool
     error: str | None = None
+    text: str | None = None  # the generated text (for the canary's determinism check; not in the JSON)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        data.pop("text")
         for key in ("ttft_ms", "tpot_ms", "total_ms"):
             if data[key] is not None:
                 data[key] = round(data[key], 1)
@@ -74,15 +78,17 @@ class SmokeReport:
     threshold: int
     results: tuple[Measurement, ...]
     skipped: tuple[str, ...] = ()
+    canary: tuple[Check, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return bool(self.results) and all(m.ok for m in self.results)
+        return bool(self.results) and all(m.ok for m in self.results) and not any(
+            c.status == "fail" for c in self.canary)
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "endpoint": self.endpoint, "transport": self.transport, "target": self.target,
                 "threshold": self.threshold, "results": [m.to_json() for m in self.results],
-                "skipped": list(self.skipped)}
+                "skipped": list(self.skipped), "canary": [c.to_json() for c in self.canary]}
 
 
 def _words(text: str) -> int:
@@ -135,6 +141,7 @@ class _Tally:
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
     error: str | None = None
+    texts: list[str] = field(default_factory=list)
 
 
 def _text_of(event: dict[str, Any]) -> str:
@@ -168,6 +175,7 @@ def _consume(line: bytes, tally: _Tally, now: float) -> None:
         tally.error = str(error.get("message") if isinstance(error, dict) else error)
         return
     if _text_of(event):
+        tally.texts.append(_text_of(event))
         tally.chunks += 1
         tally.first = now if tally.first is None else tally.first
         tally.last = now
@@ -214,7 +222,8 @@ def measure(case: PromptCase, send: Sender, *, model: str, chat: bool, max_token
         error = "the response carried no generated text"
     return Measurement(case=case.case, expected_route=case.expected_route, prompt_tokens_estimate=case.words,
                        prompt_tokens=tally.prompt_tokens, output_tokens=tokens, ttft_ms=ttft, tpot_ms=tpot,
-                       total_ms=(end - start) * 1000, ok=error is None, error=error)
+                       total_ms=(end - start) * 1000, ok=error is None, error=error,
+                       text="".join(tally.texts) if error is None else None)
 
 
 def _describe_send_error(exc: BaseException) -> str:
@@ -265,8 +274,20 @@ def http_sender(url: str, *, timeout_seconds: float = 300.0, insecure: bool = Fa
 
 
 def run_smoke(*, send: Sender, endpoint: str, transport: str, target: str, threshold: int, model: str, chat: bool,
-              max_tokens: int = 64, clock: Callable[[], float] = time.perf_counter) -> SmokeReport:
+              max_tokens: int = 64, clock: Callable[[], float] = time.perf_counter,
+              canary: LogSource | None = None) -> SmokeReport:
+    """The prompts; with ``canary`` (a reader of the router's and decoder's logs) the long prompt is sent a second
+    time and the silent-failure checks run over the logs written meanwhile (:mod:`hyperpod_dpd.ops.canary`)."""
     cases, skipped = build_prompts(threshold)
+    started = time.monotonic()
     results = tuple(measure(c, send, model=model, chat=chat, max_tokens=max_tokens, clock=clock) for c in cases)
+    checks: tuple[Check, ...] = ()
+    if canary is not None:
+        long_case = next(c for c in cases if c.case == "long")
+        again = measure(long_case, send, model=model, chat=chat, max_tokens=max_tokens, clock=clock)
+        first = next(m for m in results if m.case == "long")
+        logs: CanaryLogs = canary(time.monotonic() - started)
+        checks = canary_checks(logs, first=first.text, second=again.text, long_prompts=2,
+                               short_prompts=sum(1 for c in cases if c.case == "short"))
     return SmokeReport(endpoint=endpoint, transport=transport, target=target, threshold=threshold, results=results,
-                       skipped=tuple(skipped))
+                       skipped=tuple(skipped), canary=checks)

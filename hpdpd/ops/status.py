@@ -5,15 +5,19 @@ Each part is read on its own, and each read has three answers (:mod:`hyperpod_dp
 be read (access denied, throttled after retries, unreachable, timed out, an API the endpoint lacks). An unknown part
 is also a warning, and the rest is still reported. ``healthy`` is true only when everything was read, the HyperPod
 cluster is InService with full groups, the EKS cluster is ACTIVE, every expected add-on is ACTIVE at or above its
-minimum, and no endpoint has failed.
+minimum, and no endpoint has failed. With a kubeconfig, each endpoint's NetworkPolicies are checked against its live
+router and worker pods (:func:`hyperpod_dpd.ops.netpol.endpoint_policy_warnings`): a pod a policy does not select, or
+a container port it does not admit, is a warning.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.aws import ClientSource
+from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE
 from hyperpod_dpd.ops.addons import ACTIVE, ADDON_PERMISSIONS, below_minimum, expected_addons, installed_addons
 from hyperpod_dpd.ops.clusters import (
     EKS_ACTIVE,
@@ -32,8 +36,9 @@ from hyperpod_dpd.ops.endpoints import (
     iec_name,
     read_sagemaker_endpoint,
 )
-from hyperpod_dpd.ops.kube import FAILED_STATES, IecStatus, Kubectl
+from hyperpod_dpd.ops.kube import FAILED_STATES, IecStatus, Kubectl, KubeError
 from hyperpod_dpd.ops.lookup import NOT_FOUND, UNKNOWN, Lookup, look_up, not_found, unknown
+from hyperpod_dpd.ops.netpol import endpoint_policy_warnings
 
 if TYPE_CHECKING:
     from hyperpod_dpd.config import EnvironmentConfig
@@ -186,11 +191,45 @@ def _endpoint_row(endpoint: EndpointLike, clients: ClientSource, kubectl: Kubect
     iec: IecStatus = kubectl.iec_status(name=iec_name(endpoint), namespace=endpoint.namespace)
     if not iec.known and iec.attempted:
         warnings.append(f"endpoint {endpoint.name}: could not read the InferenceEndpointConfig ({iec.reason})")
+    elif iec.known:
+        warnings.extend(_policy_warnings(endpoint, kubectl))
     return EndpointStatus(name=endpoint.name, namespace=endpoint.namespace, resource_name=iec_name(endpoint),
                           sagemaker_endpoint=endpoint.sagemaker_endpoint_name, sagemaker_status=sm_status,
                           sagemaker_failure=sm_failure, sagemaker_reason=sm_reason,
                           iec_state=iec.state if iec.known else UNKNOWN, iec_message=iec.message,
                           iec_reason=None if iec.known else iec.reason)
+
+
+def _policy_warnings(endpoint: EndpointLike, kubectl: Kubectl) -> list[str]:
+    """The endpoint's NetworkPolicies against its live pods, both read from its namespace and the operator's."""
+    router = getattr(endpoint, "router", None)
+    if router is None or not router.network_policy:
+        return []
+    from kubernetes import client
+
+    def lister(what: str, namespace: str) -> Callable[[Any], Any]:
+        def request(api: Any) -> Any:
+            if what == "pods":
+                return client.CoreV1Api(api).list_namespaced_pod(
+                    namespace, _preload_content=False, _request_timeout=kubectl.timeout)
+            return client.NetworkingV1Api(api).list_namespaced_network_policy(
+                namespace, _preload_content=False, _request_timeout=kubectl.timeout)
+        return request
+
+    found: dict[str, list[Any]] = {"pods": [], "networkpolicies": []}
+    try:
+        for namespace in dict.fromkeys((endpoint.namespace, INFERENCE_NAMESPACE)):
+            for what in found:
+                document = kubectl.call(f"list {what} in namespace {namespace}", lister(what, namespace),
+                                        permission=f"list on {what} in namespace {namespace}")
+                found[what] += document.get("items") or [] if isinstance(document, dict) else []
+    except KubeError as exc:
+        if exc.not_found:  # a namespace or an API group the server does not have: nothing to check
+            return []
+        return [f"endpoint {endpoint.name}: could not check its NetworkPolicies ({exc.reason})"]
+    return [f"endpoint {endpoint.name}: {w}" for w in endpoint_policy_warnings(
+        endpoint=endpoint.name, namespace=endpoint.namespace, iec=iec_name(endpoint), pods=found["pods"],
+        policies=found["networkpolicies"])]
 
 
 def endpoint_rows(clients: ClientSource, endpoints: tuple[EndpointLike, ...], kubectl: Kubectl,

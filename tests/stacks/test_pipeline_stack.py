@@ -367,3 +367,80 @@ def test_bad_pipeline_config_stops_the_app_with_one_line(tmp_path: Path) -> None
         f"error: {config_dir / 'pipeline.yaml'}: environments[3].name: 'staging': listed twice (first at "
         "environments[1]); each environment is promoted once, in one place of the order"]
     assert not outdir.exists() or not any(outdir.iterdir())
+
+
+def test_verify_and_rollout_steps_per_endpoint(base_configs: dict[str, dict[str, Any]]) -> None:
+    # GIVEN dev with an endpoint, once without and once with a checks role
+    env = parse_environment(copy.deepcopy(base_configs["dev"]), name="dev", source="dev.yaml", base_dir=ROOT)
+    pipeline_data = yaml.safe_load((FIXTURE_CONFIG_DIR / "pipeline.yaml").read_text())
+    plain_config = PipelineConfig.model_validate(pipeline_data)
+    pipeline_data["environments"][0].update(checks_role_arn="arn:aws:iam::111111111111:role/checks")
+    config = PipelineConfig.model_validate(pipeline_data)
+    stack = cdk.Stack(cdk.App(), "Checks", env=cdk.Environment(account="444444444444", region="us-west-2"))
+    source = pipelines.CodePipelineSource.connection("acme/hyperpod-dpd", "main",
+                                                     connection_arn=config.source.connection_arn)
+    plain = EnvironmentChecks(stack, "Plain", pipeline=plain_config, promotion=plain_config.promotion("dev"), env=env,
+                              source=source, qualifier="hnb659fds")
+    # WHEN the checks are built without a checks role
+    # THEN neither the KV-fabric verify nor the rollout runs: the read-only lookup role has no access inside the
+    # cluster (no access entry), so the pipeline skips the cluster checks rather than failing on a 403
+    assert plain.kv_fabric() is None and plain.rollout() is None
+    # AND with a checks role, verify waits for the IEC and runs per endpoint through it, and rollout promote too
+    checks = EnvironmentChecks(stack, "Checks", pipeline=config, promotion=config.promotion("dev"), env=env,
+                               source=source, qualifier="hnb659fds")
+    fabric, rollout = checks.kv_fabric(), checks.rollout()
+    assert fabric is not None and rollout is not None
+    assert list(fabric.commands)[-1] == (
+        f"{HPDPD} verify --env dev --endpoint llama-3-3-70b --wait-ready 5400 --output json --profile hpdpd-smoke "
+        "--region us-west-2")
+    assert list(rollout.commands)[-1] == (
+        f"{HPDPD} rollout --env dev promote --endpoint llama-3-3-70b --timeout 5400 --output json "
+        "--profile hpdpd-smoke --region us-west-2")
+    for step in (fabric, rollout):
+        assert dict(step.env)["HPDPD_SMOKE_ROLE_ARN"] == "arn:aws:iam::111111111111:role/checks"
+        assert 'aws configure set profile.hpdpd-smoke.role_arn "$HPDPD_SMOKE_ROLE_ARN"' in step.commands
+    # AND an environment without endpoints gets neither
+    staging = load_environment("staging").model_copy(update={"endpoints": ()})
+    none = EnvironmentChecks(stack, "None", pipeline=config, promotion=config.promotion("staging"), env=staging,
+                             source=source, qualifier="hnb659fds")
+    assert none.kv_fabric() is None and none.rollout() is None
+
+
+def test_the_committed_config_runs_no_cluster_check_step(pipeline: Pipeline) -> None:
+    # GIVEN config/pipeline.yaml, whose environments name no checks role
+    assert all(p.checks_role_arn is None for p in pipeline.config.environments)
+    # THEN no stage reads or writes the cluster: neither the KV-fabric verify nor the rollout is in the pipeline
+    names = {a["Name"] for env in pipeline.config.order for a in pipeline.stage(env)}
+    assert not [n for n in names if "KvFabric" in n or "Rollout" in n]
+    assert {"Preflight", "Verify"} <= names
+
+
+def test_the_pipeline_docs_say_how_to_enable_the_cluster_checks() -> None:
+    text = (ROOT / "docs" / "pipeline.md").read_text()
+    section = text.split("## Enable the cluster checks", 1)[1].split("\n## ", 1)[0]
+    for needed in ("checks_role_arn", "eks.operations_principals", "eks:DescribeCluster", "KvFabric", "Rollout"):
+        assert needed in section, needed
+
+
+def test_the_rollout_runs_between_the_platform_and_the_endpoints_deploys(tmp_path: Path, base_configs: dict[str, Any],
+                                                                        cdk_context: dict[str, Any]) -> None:
+    # GIVEN a pipeline of dev alone, with a checks role that dev grants cluster access to
+    role = "arn:aws:iam::111111111111:role/checks"
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    dev = copy.deepcopy(base_configs["dev"])
+    dev["eks"]["operations_principals"] = [role]
+    (config_dir / "dev.yaml").write_text(yaml.safe_dump(dev))
+    pipeline_data = yaml.safe_load((FIXTURE_CONFIG_DIR / "pipeline.yaml").read_text())
+    pipeline_data["environments"] = [{"name": "dev", "checks_role_arn": role}]
+    (config_dir / "pipeline.yaml").write_text(yaml.safe_dump(pipeline_data))
+    # WHEN the app with its pipeline synthesizes
+    app, _ = build_app(config_dir=config_dir, outdir=str(tmp_path / "out"), context=cdk_context)
+    template = app.synth().get_stack_by_name(pipeline_data["name"]).template
+    (stage,) = [s for s in template["Resources"][next(k for k, v in template["Resources"].items()
+                                                     if v["Type"] == "AWS::CodePipeline::Pipeline")]
+                ["Properties"]["Stages"] if s["Name"] == "dev"]
+    order = {a["Name"]: a["RunOrder"] for a in stage["Actions"]}
+    # THEN the rollout runs after the platform stack deployed (the access it uses) and before the endpoints stack
+    # deploys (whose pruning apply would replace the serving generation at once)
+    assert order["hpdpd-dev-platform.Deploy"] < order["hpdpd-dev-endpoints.Rollout"] < order["hpdpd-dev-endpoints.Prepare"]

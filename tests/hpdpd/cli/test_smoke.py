@@ -49,7 +49,7 @@ def config_dir(write_config: Callable[..., Path]) -> Path:
 
 def test_json_report_from_the_router(config_dir: Path, router_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     # WHEN the environment's endpoint is smoke-tested through a router URL with a small threshold
-    code = main(["smoke", "--env", "dev", "--config-dir", str(config_dir), "--url", router_url, "--threshold", "128",
+    code = main(["smoke", "--env", "dev", "--config-dir", str(config_dir), "--url", router_url, "--threshold", "128", "--no-canary",
                  "--max-tokens", "3", "--output", "json"])
     data = json.loads(capsys.readouterr().out)
     # THEN both prompts streamed and the report names the transport, threshold and timings
@@ -62,7 +62,8 @@ def test_json_report_from_the_router(config_dir: Path, router_url: str, capsys: 
 
 
 def test_the_table_report(config_dir: Path, router_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["smoke", "--env", "dev", "--config-dir", str(config_dir), "--url", router_url, "--threshold", "64"])
+    code = main(["smoke", "--env", "dev", "--config-dir", str(config_dir), "--url", router_url, "--threshold", "64",
+                 "--no-canary"])
     out = capsys.readouterr().out
     assert code == 0 and "TTFT ms" in out and "prefill -> decode" in out and "decode only" in out
 
@@ -79,3 +80,107 @@ def test_an_unknown_endpoint_is_one_line(config_dir: Path, capsys: pytest.Captur
     code = main(["smoke", "--env", "dev", "--config-dir", str(config_dir), "--endpoint", "nope", "--url", "http://x"])
     err = capsys.readouterr().err
     assert code == 2 and "no endpoint named 'nope'" in err
+
+
+# ---- the silent-failure canary -------------------------------------------------------------------------------------
+
+
+class VaryingRouter(Router):
+    """A router whose generated text changes from one request to the next (seeded: greedy outputs differ)."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        type(self).bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        n = len(type(self).bodies)
+        self.wfile.write(f'data: {{"choices":[{{"delta":{{"content":"answer {n}"}}}}]}}\n\n'.encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
+    from hyperpod_dpd.config import load_environment
+    from tests.fakes import dpd_cluster, kube_api
+
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    with kube_api.serve() as fake:
+        dpd_cluster.healthy(fake, load_environment("dev").endpoints[0])
+        yield fake, fake.kubeconfig(tmp_path / "kubeconfig")
+
+
+def _canary(config_dir: Path, url: str, kubeconfig: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
+    code = main(["smoke", "--env", "dev", "--config-dir", str(config_dir), "--url", url, "--threshold", "64",
+                 "--kubeconfig", kubeconfig, "--output", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _logs(fake: Any, role: str) -> tuple[Any, ...]:
+    return next(k for k in fake.logs if k[1].startswith(role))
+
+
+def test_the_canary_passes_on_a_healthy_endpoint(config_dir: Path, router_url: str, cluster: Any,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    _, kubeconfig = cluster
+    code, data = _canary(config_dir, router_url, kubeconfig, capsys)
+    # THEN the long prompt went twice (the same text both times) and every canary check passed
+    assert code == 0 and data["ok"] is True
+    assert [c["status"] for c in data["canary"]] == ["pass", "pass", "pass"]
+    assert [c["name"] for c in data["canary"]] == ["canary:routing", "canary:decoder-kv", "canary:determinism"]
+    assert Router.bodies[1] == Router.bodies[2]  # the same greedy long prompt, twice
+
+
+@pytest.mark.parametrize(("seed", "check", "cause"), [
+    ("fallback", "canary:routing", "lower routing.threshold"),
+    ("recompute", "canary:decoder-kv", "PYTHONHASHSEED"),
+    ("buffer", "canary:decoder-kv", "PD buffer is full"),
+], ids=["fallback-counter", "decoder-recompute", "buffer-overflow"])
+def test_the_canary_names_a_silent_failure(config_dir: Path, router_url: str, cluster: Any, seed: str, check: str,
+                                           cause: str, capsys: pytest.CaptureFixture[str]) -> None:
+    fake, kubeconfig = cluster
+    # GIVEN prompts that stream text although something went wrong underneath
+    if seed == "fallback":
+        fake.logs[_logs(fake, "llama")] = "".join(
+            f"[INFO] Conditional routing: estimated_tokens={n}, threshold=4096, disaggregate=False\n"
+            for n in (12, 3900, 3900))
+    else:
+        line = ("Retrieved 0 out of 6035 required tokens (from 6035 total tokens). size: 0.0000 gb, cost 1.0 ms, "
+                "throughput: 0.0000 GB/s;" if seed == "recompute" else
+                "[LMCache WARNING] Failed to allocate memory object, retrying...")
+        fake.logs[_logs(fake, "decode-")] += line + "\n"
+    # WHEN smoke runs with the canary
+    code, data = _canary(config_dir, router_url, kubeconfig, capsys)
+    # THEN it fails (exit 1) and the failing check names the likely cause
+    row = next(c for c in data["canary"] if c["name"] == check)
+    assert code == 1 and data["ok"] is False and row["status"] == "fail" and cause in row["cause"]
+    assert all(r["ok"] for r in data["results"])  # the prompts themselves streamed text
+
+
+def test_the_canary_catches_differing_greedy_outputs(config_dir: Path, cluster: Any,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    _, kubeconfig = cluster
+    VaryingRouter.bodies = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), VaryingRouter)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1/chat/completions"
+        code, data = _canary(config_dir, url, kubeconfig, capsys)
+    finally:
+        server.shutdown()
+        server.server_close()
+    row = next(c for c in data["canary"] if c["name"] == "canary:determinism")
+    assert code == 1 and row["status"] == "fail" and "corrupt or partial transfer" in row["cause"]
+
+
+def test_the_canary_table_and_a_denied_log_read(config_dir: Path, router_url: str, cluster: Any,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    fake, kubeconfig = cluster
+    code = main(["smoke", "--env", "dev", "--config-dir", str(config_dir), "--url", router_url, "--threshold", "64",
+                 "--kubeconfig", kubeconfig])
+    assert code == 0 and "silent-failure canary" in capsys.readouterr().out
+    # GIVEN RBAC that forbids reading pod logs: the canary cannot run, one line, exit 2
+    fake.fail("/api/v1/namespaces/hyperpod-inference-system/pods", 403, "pods is forbidden")
+    code = main(["smoke", "--env", "dev", "--config-dir", str(config_dir), "--url", router_url, "--threshold", "64",
+                 "--kubeconfig", kubeconfig])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "403 Forbidden" in err and "(--no-canary skips it)" in err

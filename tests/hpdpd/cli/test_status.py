@@ -7,8 +7,6 @@ enforced), throttled (Stubber: moto does not throttle), unreachable (a port that
 from __future__ import annotations
 
 import json
-import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,14 +38,6 @@ def config_dir(write_config: Callable[..., Path]) -> Path:
     return write_config(lambda d: d.__setitem__("account", MOTO_ACCOUNT))
 
 
-def fake_kubectl(directory: Path, document: dict[str, Any]) -> None:
-    directory.mkdir()
-    (directory / "iec.json").write_text(json.dumps(document))
-    script = directory / "kubectl"
-    script.write_text(f'#!/bin/sh\necho "$@" > "{directory}/args.txt"\ncat "{directory}/iec.json"\n')
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-
-
 def stub_active_eks(stub: Stubber, config_dir: Path) -> None:
     """An ACTIVE EKS cluster with every expected add-on ACTIVE (moto has no add-ons)."""
     env = load_environment("dev", config_dir)
@@ -70,20 +60,21 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def test_json_status_with_the_iec_state_from_kubectl(factory: ClientFactory, config_dir: Path, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    # GIVEN a running cluster, ACTIVE add-ons and a kubectl that reports the endpoint's IEC as complete
+def test_json_status_with_the_iec_state_from_the_api_server(factory: ClientFactory, config_dir: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.fakes.kube_api import serve
+
+    # GIVEN a running cluster, ACTIVE add-ons and an API server that reports the endpoint's IEC as complete
     env = load_environment("dev", config_dir)
     endpoint = configured_endpoints(env)[0]
     create_hyperpod_cluster(factory.client("sagemaker"), GROUPS)
-    fake_kubectl(tmp_path / "bin", {"status": {"state": "DeploymentComplete", "conditions": [
-        {"message": "DPD prefill and decode deployments are ready"}]}})
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    with Stubber(factory.client("eks")) as eks:
+    with serve() as fake, Stubber(factory.client("eks")) as eks:
+        fake.iecs[(endpoint.namespace, iec_name(endpoint))] = {"status": {"state": "DeploymentComplete", "conditions": [
+            {"message": "DPD prefill and decode deployments are ready"}]}}
         stub_active_eks(eks, config_dir)
         # WHEN status runs with a kubeconfig
-        code, out, _ = status(config_dir, capsys, "--output", "json", "--kubeconfig", str(tmp_path / "kubeconfig"))
+        code, out, _ = status(config_dir, capsys, "--output", "json", "--kubeconfig",
+                              fake.kubeconfig(tmp_path / "kubeconfig"))
     data = json.loads(out)
     # THEN the documented shape is there, the IEC was asked for by its generated name, and the exit code is 0
     assert code == 0 and data["healthy"] is True
@@ -95,8 +86,8 @@ def test_json_status_with_the_iec_state_from_kubectl(factory: ClientFactory, con
     assert len(data["addons"]) == len(expected_addons(env))
     assert data["endpoints"][0]["resource_name"] == iec_name(endpoint)
     assert data["endpoints"][0]["iec_state"] == "DeploymentComplete" and data["endpoints"][0]["iec_reason"] is None
-    assert f"get inferenceendpointconfig {iec_name(endpoint)} -n {endpoint.namespace} -o json" in \
-        (tmp_path / "bin" / "args.txt").read_text()
+    assert f"/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/{endpoint.namespace}/inferenceendpointconfigs/" \
+        f"{iec_name(endpoint)}" in fake.calls("GET")
 
 
 def test_a_present_cluster_in_the_table(factory: ClientFactory, config_dir: Path,

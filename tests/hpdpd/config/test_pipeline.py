@@ -24,6 +24,7 @@ from hyperpod_dpd.errors import ConfigError, render_value
 from tests.paths import FIXTURE_CONFIG_DIR, ROOT
 
 OTHER_CONNECTION = "arn:aws:codestar-connections:us-east-1:555555555555:connection/0a1b2c3d-4e5f-6789-abcd-ef0123456789"
+SMOKE_ROLE = "arn:aws:iam::111111111111:role/hpdpd-pipeline-smoke"
 Mutation = Callable[[dict[str, Any]], None]
 
 
@@ -34,9 +35,13 @@ def committed() -> dict[str, Any]:
 
 @pytest.fixture
 def config_dir(tmp_path: Path) -> Path:
-    """A copy of the committed config/ (environments and pipeline) to mutate."""
+    """A copy of the committed config/ (environments and pipeline) to mutate, where dev grants the pipeline's smoke role
+    cluster access (``eks.operations_principals``), as an environment that enables the checks does."""
     target = tmp_path / "config"
     shutil.copytree(FIXTURE_CONFIG_DIR, target)
+    dev = yaml.safe_load((target / "dev.yaml").read_text())
+    dev["eks"]["operations_principals"] = [SMOKE_ROLE]
+    (target / "dev.yaml").write_text(yaml.safe_dump(dev, sort_keys=False))
     return target
 
 
@@ -91,7 +96,7 @@ def _promotion(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
 
 
 def _smoke_dev(d: dict[str, Any]) -> None:
-    _promotion("dev")(d).update(smoke=True, checks_role_arn="arn:aws:iam::111111111111:role/hpdpd-pipeline-smoke")
+    _promotion("dev")(d).update(smoke=True, checks_role_arn=SMOKE_ROLE)
 
 
 # Each case: a mutation of the committed pipeline.yaml and the exact line it must produce (after the file name).
@@ -150,6 +155,11 @@ BAD_INPUT: dict[str, tuple[Mutation, str]] = {
     "a pipeline name of 41 characters": (
         lambda d: d.__setitem__("name", "p-" * 20 + "x"),
         f"name: '{'p-' * 20}x': must be 1-40 letters, digits and hyphens, starting with a letter or digit"),
+    "a checks role without access inside the cluster of an environment with endpoints": (
+        lambda d: _promotion("dev")(d).__setitem__("checks_role_arn", "arn:aws:iam::111111111111:role/other-checks"),
+        "environments[0].checks_role_arn: 'arn:aws:iam::111111111111:role/other-checks': has no access inside dev's "
+        "cluster, where the pipeline's verify, smoke and rollout steps read and write as it: add it to "
+        "eks.operations_principals in dev.yaml"),
     "a checks role in another account": (
         lambda d: _promotion("prod")(d).__setitem__("checks_role_arn", "arn:aws:iam::222222222222:role/checks"),
         "environments[2].checks_role_arn: 'arn:aws:iam::222222222222:role/checks': must be a role in the "
@@ -189,6 +199,7 @@ def test_smoke_is_accepted_when_every_endpoint_is_reachable(config_dir: Path, co
     # GIVEN dev's endpoint with a SageMaker endpoint name, and smoke with a checks role in dev's account
     data = copy.deepcopy(base_configs["dev"])
     data["endpoints"][0]["sagemaker_endpoint_name"] = "llama-3-3-70b"
+    data["eks"]["operations_principals"] = [SMOKE_ROLE]  # the canary reads the cluster as the role
     dev = parse_environment(data, name="dev", source="dev.yaml", base_dir=ROOT)
     write_pipeline(config_dir, committed, _smoke_dev)
     # WHEN the pipeline is checked against that environment
@@ -204,3 +215,29 @@ def test_a_missing_pipeline_file_names_itself(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         read_pipeline(tmp_path)
     assert str(caught.value) == f"{tmp_path / 'pipeline.yaml'}: <file>: '{tmp_path / 'pipeline.yaml'}': no such file"
+
+
+def test_a_checks_role_needs_cluster_access_only_where_the_pipeline_reaches_the_cluster(
+        config_dir: Path, committed: dict[str, Any], base_configs: dict[str, dict[str, Any]]) -> None:
+    # GIVEN a checks role on dev (endpoints: verify and rollout run as it) and on staging (no endpoints: no cluster step)
+    def roles(d: dict[str, Any]) -> None:
+        _promotion("dev")(d)["checks_role_arn"] = SMOKE_ROLE
+        _promotion("staging")(d)["checks_role_arn"] = "arn:aws:iam::222222222222:role/hpdpd-pipeline-checks"
+
+    write_pipeline(config_dir, committed, roles)
+    pipeline = read_pipeline(config_dir)
+    staging = load_environment("staging", config_dir)
+    assert staging.endpoints == () and staging.eks.operations_principals == ()
+    # WHEN dev lists the role in eks.operations_principals, THEN both are accepted
+    granted = copy.deepcopy(base_configs["dev"])
+    granted["eks"]["operations_principals"] = ["arn:aws:iam::111111111111:role/platform/sre", SMOKE_ROLE]
+    cross_check(pipeline, [parse_environment(granted, name="dev", source="dev.yaml", base_dir=ROOT), staging],
+                config_dir=config_dir)
+    # AND WHEN dev does not, THEN the one line names pipeline.yaml's field, the role and where to add it
+    plain = parse_environment(copy.deepcopy(base_configs["dev"]), name="dev", source="dev.yaml", base_dir=ROOT)
+    with pytest.raises(ConfigError) as caught:
+        cross_check(pipeline, [plain, staging], config_dir=config_dir)
+    assert str(caught.value).splitlines() == [
+        f"{config_dir / 'pipeline.yaml'}: environments[0].checks_role_arn: {render_value(SMOKE_ROLE)}: has no access "
+        "inside dev's cluster, where the pipeline's verify, smoke and rollout steps read and write as it: add it to "
+        "eks.operations_principals in dev.yaml"]

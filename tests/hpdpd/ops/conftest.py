@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig, parse_environment
-
 from tests.hpdpd.moto_clusters import MOTO_ACCOUNT, REGION, create_hyperpod_cluster
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -146,3 +146,16 @@ def make_endpoint() -> Callable[..., Endpoint]:
         return Endpoint(name=name, model=model, routing=Routing(threshold=threshold), **fields)
 
     return make
+
+
+@pytest.fixture
+def fake_kube(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A fake Kubernetes API server (tests/fakes/kube_api.py) and ``kube()``: a client of it through a kubeconfig."""
+    from hyperpod_dpd.ops.kube import Kube
+    from tests.fakes.kube_api import serve
+
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    with serve() as fake:
+        fake.client = lambda timeout=5.0: Kube(kubeconfig=fake.kubeconfig(tmp_path / "kubeconfig"),
+                                               timeout_seconds=timeout)
+        yield fake

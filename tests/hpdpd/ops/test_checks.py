@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+
 from hyperpod_dpd.ops.checks import Check, Report, attempt, failed, guarded, passed, warned
 
 

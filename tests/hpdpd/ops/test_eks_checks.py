@@ -9,6 +9,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
+
 from hyperpod_dpd.catalogue.operator import INFERENCE_ADDON
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.ops.addons import InstalledAddon, expected_addons, installed_addons

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.ops.endpoints import configured_endpoints, iec_name, router_url, select_endpoints
 

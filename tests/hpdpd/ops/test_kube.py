@@ -1,88 +1,146 @@
-"""IEC status through kubectl: a fake ``kubectl`` on PATH stands in for a cluster."""
+"""The Kubernetes API through the official client, against the fake API server; EKS authentication from boto3."""
 
 from __future__ import annotations
 
-import json
-import os
-import stat
+import base64
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import pytest
-from hyperpod_dpd.ops.kube import NO_KUBECONFIG, Kubectl, parse_iec
+from botocore.stub import Stubber
+
+from hyperpod_dpd.aws import ClientFactory
+from hyperpod_dpd.ops import workloads
+from hyperpod_dpd.ops.eks_auth import TOKEN_PREFIX, presigned_identity_url, token_from_url, url_from_token
+from hyperpod_dpd.ops.kube import NO_KUBECONFIG, EksAccess, Kube, KubeError, parse_iec
 
 READY = {"status": {"state": "DeploymentComplete", "conditions": [
     {"type": "Ready", "status": "True", "message": "DPD prefill and decode deployments are ready"}]}}
+IEC_PATH = "/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/serving/inferenceendpointconfigs/llama-1a2b3c"
 
 
-def fake_kubectl(directory: Path, *, stdout: str = "", stderr: str = "", code: int = 0) -> Path:
-    """A kubectl that records its arguments and prints a canned answer."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "out.txt").write_text(stdout)
-    (directory / "err.txt").write_text(stderr)
-    script = directory / "kubectl"
-    script.write_text(f"""#!/bin/sh
-printf '%s\\n' "$@" > "{directory}/args.txt"
-cat "{directory}/out.txt"
-cat "{directory}/err.txt" >&2
-exit {code}
-""")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return script
-
-
-@pytest.fixture
-def no_kubeconfig(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_kubeconfig_or_eks_the_state_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBECONFIG", raising=False)
+    status = Kube.from_environment(None).iec_status(name="llama", namespace="default")
+    assert status.state == NO_KUBECONFIG == "unknown (no kubeconfig)" and not status.known and not status.attempted
 
 
-def test_without_a_kubeconfig_the_state_is_unknown(no_kubeconfig: None, tmp_path: Path) -> None:
-    kubectl = Kubectl(kubeconfig=None, binary=str(fake_kubectl(tmp_path, stdout=json.dumps(READY))))
-    status = kubectl.iec_status(name="llama", namespace="default")
-    assert status.state == NO_KUBECONFIG == "unknown (no kubeconfig)" and not status.known
-    assert not (tmp_path / "args.txt").exists()  # kubectl was not run
-
-
-def test_without_kubectl_on_path_the_state_is_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))
-    status = Kubectl.from_environment(str(tmp_path / "kubeconfig")).iec_status(name="llama", namespace="default")
-    assert status.state == "unknown (kubectl not on PATH)"
-
-
-def test_the_iec_is_read_with_the_given_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                   no_kubeconfig: None) -> None:
-    # GIVEN kubectl on PATH and a kubeconfig passed explicitly
-    fake_kubectl(tmp_path / "bin", stdout=json.dumps(READY))
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    # WHEN the IEC status is read
-    status = Kubectl.from_environment("/etc/kube/dev").iec_status(name="llama-1a2b3c", namespace="serving")
-    # THEN kubectl was asked for exactly that IEC as JSON, and its state and first condition are reported
-    args = (tmp_path / "bin" / "args.txt").read_text().split()
-    assert args == ["--kubeconfig", "/etc/kube/dev", "get", "inferenceendpointconfig", "llama-1a2b3c", "-n",
-                    "serving", "-o", "json"]
+def test_the_iec_is_read_with_the_given_kubeconfig(fake_kube: Any) -> None:
+    # GIVEN an API server holding the IEC, and a kubeconfig with a static token
+    fake_kube.iecs[("serving", "llama-1a2b3c")] = READY
+    # WHEN its status is read
+    status = fake_kube.client().iec_status(name="llama-1a2b3c", namespace="serving")
+    # THEN exactly that custom resource was asked for, with the kubeconfig's credentials, and it is ready
+    assert fake_kube.calls("GET") == [IEC_PATH]
+    assert fake_kube.authorizations == ["Bearer test-token"]
     assert status.ready and status.message == "DPD prefill and decode deployments are ready"
 
 
-def test_kubeconfig_from_the_environment_is_left_to_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
-    binary = fake_kubectl(tmp_path / "bin", stdout=json.dumps({"status": {"state": "DeploymentInProgress"}}))
-    status = Kubectl(kubeconfig=None, binary=str(binary)).iec_status(name="llama", namespace="default")
-    assert status.state == "DeploymentInProgress" and not status.ready and not status.failed
-    assert "--kubeconfig" not in (tmp_path / "bin" / "args.txt").read_text()
+def test_kubeconfig_from_the_environment(fake_kube: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_kube.iecs[("default", "llama")] = {"status": {"state": "DeploymentInProgress"}}
+    monkeypatch.setenv("KUBECONFIG", fake_kube.kubeconfig(tmp_path / "env-kubeconfig"))
+    kube = Kube.from_environment(None, eks=EksAccess(clients=None, cluster_name="ignored", region="us-west-2"))
+    status = kube.iec_status(name="llama", namespace="default")
+    # a kubeconfig wins over EKS authentication
+    assert kube.eks is None and status.state == "DeploymentInProgress" and not status.ready and not status.failed
 
 
-def test_a_missing_iec_and_a_kubectl_error_are_reported(tmp_path: Path) -> None:
-    missing = fake_kubectl(tmp_path / "a", code=1,
-                           stderr='Error from server (NotFound): inferenceendpointconfigs "llama" not found\n')
-    status = Kubectl(kubeconfig="k", binary=str(missing)).iec_status(name="llama", namespace="default")
+def test_only_the_api_servers_404_is_not_found(fake_kube: Any, tmp_path: Path) -> None:
+    status = fake_kube.client().iec_status(name="llama", namespace="default")
     assert status.state == "NotFound" and status.known
-    broken = fake_kubectl(tmp_path / "b", code=1, stderr="Unable to connect to the server: dial tcp: i/o timeout\n")
-    status = Kubectl(kubeconfig="k", binary=str(broken)).iec_status(name="llama", namespace="default")
-    assert status.state == "unknown (kubectl: Unable to connect to the server: dial tcp: i/o timeout)"
+    fake_kube.fail("/apis/", 403, 'inferenceendpointconfigs "llama" is forbidden')
+    denied = fake_kube.client().iec_status(name="llama", namespace="default")
+    assert denied.cause == "access_denied" and denied.reason.endswith(
+        "; needs get on inferenceendpointconfigs.inference.sagemaker.aws.amazon.com in namespace default")
+    fake_kube.fail("/apis/", 429, "slow down")
+    assert fake_kube.client().iec_status(name="llama", namespace="default").transient
+
+
+def test_reads_classify_timeouts_and_refusals(fake_kube: Any, tmp_path: Path) -> None:
+    fake_kube.fail("/api/v1/nodes", delay=1.5)
+    with pytest.raises(KubeError) as slow:
+        workloads.nodes(fake_kube.client(timeout=0.5))
+    assert slow.value.cause == "timeout" and slow.value.transient
+    from tests.fakes.kube_api import FakeKube, serve
+
+    with serve() as gone:
+        url = gone.url
+    with pytest.raises(KubeError) as refused:
+        workloads.nodes(Kube(kubeconfig=FakeKube(url=url).kubeconfig(tmp_path / "gone")))
+    assert refused.value.cause == "unreachable" and "cannot reach the Kubernetes API server" in refused.value.reason
 
 
 def test_failed_and_pending_states_are_parsed() -> None:
-    failed = parse_iec(json.dumps({"status": {"state": "DeploymentFailed", "conditions": [
-        {"message": "prefill pods: ImagePullBackOff"}]}}))
+    failed = parse_iec({"status": {"state": "DeploymentFailed", "conditions": [
+        {"message": "prefill pods: ImagePullBackOff"}]}})
     assert failed.failed and failed.message == "prefill pods: ImagePullBackOff"
-    assert parse_iec(json.dumps({"metadata": {}})).state == "DeploymentPending"
+    assert parse_iec({"metadata": {}}).state == "DeploymentPending"
     assert not parse_iec("not json").known
+
+
+def test_the_workload_labels_match_the_k8s_defaults() -> None:
+    from hyperpod_dpd.k8s import defaults
+
+    assert (workloads.DPD_ROLE_LABEL, workloads.ENDPOINT_LABEL, workloads.GENERATION_LABEL, workloads.GPU_RESOURCE) == (
+        defaults.DPD_ROLE_LABEL, defaults.ENDPOINT_LABEL, defaults.GENERATION_LABEL, defaults.GPU_RESOURCE)
+
+
+# ---- EKS authentication ------------------------------------------------------------------------------------------------
+
+
+def test_the_eks_token_is_a_presigned_get_caller_identity_with_the_cluster_header(aws_credentials: None) -> None:
+    # GIVEN the command's AWS session in us-east-2
+    sts = ClientFactory(region="us-east-2").session().client("sts", region_name="us-east-2")
+    # WHEN a token is minted for cluster hpdpd-dev
+    token = token_from_url(presigned_identity_url(sts, "hpdpd-dev"))
+    # THEN it is k8s-aws-v1. + unpadded base64url of a presigned GET of STS GetCallerIdentity
+    assert token.startswith(TOKEN_PREFIX) and "=" not in token and "+" not in token and "/" not in token
+    url = urlparse(url_from_token(token))
+    query = {k: v[0] for k, v in parse_qs(url.query).items()}
+    assert url.scheme == "https" and url.hostname == "sts.us-east-2.amazonaws.com"
+    assert query["Action"] == "GetCallerIdentity" and query["Version"] == "2011-06-15"
+    # AND it is signed for STS in the cluster's Region, for 60 seconds, over the x-k8s-aws-id header
+    assert query["X-Amz-Algorithm"] == "AWS4-HMAC-SHA256" and query["X-Amz-Expires"] == "60"
+    assert query["X-Amz-Credential"].endswith("/us-east-2/sts/aws4_request")
+    assert "x-k8s-aws-id" in query["X-Amz-SignedHeaders"].split(";") and query["X-Amz-Signature"]
+    # AND the handler is gone afterwards: a later presign of the same client carries no cluster header
+    later = parse_qs(urlparse(sts.generate_presigned_url("get_caller_identity", Params={})).query)
+    assert "x-k8s-aws-id" not in later["X-Amz-SignedHeaders"][0]
+
+
+def test_eks_access_reads_the_cluster_with_a_bearer_token(aws_credentials: None, fake_kube: Any) -> None:
+    # GIVEN an EKS cluster whose endpoint is the fake API server
+    fake_kube.iecs[("serving", "llama-1a2b3c")] = READY
+    clients = ClientFactory(region="us-west-2")
+    with Stubber(clients.client("eks")) as eks:
+        eks.add_response("describe_cluster", {"cluster": {
+            "name": "hpdpd-dev", "endpoint": fake_kube.url,
+            "certificateAuthority": {"data": base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()}}},
+            {"name": "hpdpd-dev"})
+        kube = Kube.from_environment(None, eks=EksAccess(clients=clients, cluster_name="hpdpd-dev",
+                                                         region="us-west-2"))
+        # WHEN the IEC is read without any kubeconfig or kubectl
+        status = kube.iec_status(name="llama-1a2b3c", namespace="serving")
+    # THEN the request carried an EKS token for that cluster
+    assert status.ready
+    (authorization,) = fake_kube.authorizations
+    assert authorization.startswith(f"Bearer {TOKEN_PREFIX}")
+    assert "x-k8s-aws-id" in url_from_token(authorization.removeprefix("Bearer "))
+
+
+def test_eks_describe_failures_are_classified(aws_credentials: None) -> None:
+    def read(code: str, status: int) -> Any:
+        clients = ClientFactory(region="us-west-2")
+        with Stubber(clients.client("eks")) as eks:
+            eks.add_client_error("describe_cluster", code, "no", http_status_code=status)
+            return Kube(eks=EksAccess(clients=clients, cluster_name="hpdpd-dev", region="us-west-2")).iec_status(
+                name="llama", namespace="default")
+
+    # a cluster EKS says does not exist holds no IEC: NotFound, with why
+    missing = read("ResourceNotFoundException", 404)
+    assert missing.state == "NotFound" and missing.message == "EKS cluster hpdpd-dev not found"
+    # a denied DescribeCluster is Unknown, naming the permission
+    denied = read("AccessDeniedException", 400)
+    assert not denied.known and denied.cause == "access_denied" and denied.reason.endswith(
+        "; needs eks:DescribeCluster")

@@ -6,6 +6,7 @@ from typing import Any
 
 import boto3
 from botocore.stub import Stubber
+
 from hyperpod_dpd.ops.quotas import cluster_quotas, quota_name
 
 

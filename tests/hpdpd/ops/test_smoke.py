@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+
 from hyperpod_dpd.ops.smoke import build_prompts, http_sender, read_stream, run_smoke, sagemaker_sender
 
 FIRST_TOKEN_DELAY = 0.08
@@ -98,7 +99,8 @@ def test_ttft_and_tpot_over_http(router: str) -> None:
     assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
     assert sent["model"] == "Llama-3.3-70B-Instruct" and sent["max_tokens"] == 8
     data = report.to_json()
-    assert set(data) == {"ok", "endpoint", "transport", "target", "threshold", "results", "skipped"}
+    assert set(data) == {"ok", "endpoint", "transport", "target", "threshold", "results", "skipped", "canary"}
+    assert data["canary"] == []  # no canary without a log source
     assert set(data["results"][0]) == {"case", "expected_route", "prompt_tokens_estimate", "prompt_tokens",
                                        "output_tokens", "ttft_ms", "tpot_ms", "total_ms", "ok", "error"}
 

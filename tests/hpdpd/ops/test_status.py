@@ -6,8 +6,6 @@ for anything else (denied, throttled, unreachable, timed out).
 
 from __future__ import annotations
 
-import json
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from hyperpod_dpd.ops.status import collect_status
 from tests.hpdpd.aws_faults import denied_by_iam, timing_out, unreachable
 from tests.hpdpd.moto_clusters import REGION
 
-NO_KUBE = Kubectl(kubeconfig=None, binary=None)
+NO_KUBE = Kubectl(kubeconfig=None)
 DENIED_CLUSTER = ("User: arn:aws:sts::123456789012:assumed-role/deployer/ci is not authorized to perform: "
                   "sagemaker:DescribeCluster on resource: arn:aws:sagemaker:us-west-2:123456789012:cluster/hpdpd-dev "
                   "because no identity-based policy allows the sagemaker:DescribeCluster action")
@@ -54,16 +52,6 @@ def create_sagemaker_endpoint(sagemaker: Any, name: str) -> None:
     sagemaker.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[{
         "VariantName": "all", "ModelName": name, "InitialInstanceCount": 1, "InstanceType": "ml.g4dn.xlarge"}])
     sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name)
-
-
-def fake_kubectl(directory: Path, *, stdout: str = "", stderr: str = "", code: int = 0) -> Kubectl:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "out.txt").write_text(stdout)
-    (directory / "err.txt").write_text(stderr)
-    script = directory / "kubectl"
-    script.write_text(f'#!/bin/sh\ncat "{directory}/out.txt"\ncat "{directory}/err.txt" >&2\nexit {code}\n')
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return Kubectl(kubeconfig=str(directory / "kubeconfig"), binary=str(script))
 
 
 @pytest.fixture
@@ -315,36 +303,52 @@ def test_an_unreachable_eks_makes_the_cluster_and_addons_unknown(deployed: Envir
     assert {a["reason"] for a in data["addons"]} == {addons_url}
 
 
-IEC_READY = json.dumps({"status": {"state": "DeploymentComplete"}})
+IEC_PATH = "/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/inferenceendpointconfigs/llama"
+FORBIDDEN = ('inferenceendpointconfigs.inference.sagemaker.aws.amazon.com "llama" is forbidden: User "ci" cannot get '
+             'resource "inferenceendpointconfigs"')
 
 
-@pytest.mark.parametrize(("stdout", "stderr", "code", "state", "reason"), [
-    (IEC_READY, "", 0, "DeploymentComplete", None),
-    ("", 'Error from server (NotFound): inferenceendpointconfigs.inference.sagemaker.aws.amazon.com "llama" not found',
-     1, "NotFound", None),
-    ("", 'Error from server (Forbidden): inferenceendpointconfigs.inference.sagemaker.aws.amazon.com "llama" is '
-         'forbidden: User "ci" cannot get resource "inferenceendpointconfigs"', 1, "Unknown",
-     'kubectl: Error from server (Forbidden): inferenceendpointconfigs.inference.sagemaker.aws.amazon.com "llama" is '
-     'forbidden: User "ci" cannot get resource "inferenceendpointconfigs"; needs get on '
+@pytest.mark.parametrize(("setup", "state", "reason"), [
+    ({"iec": {"status": {"state": "DeploymentComplete"}}}, "DeploymentComplete", None),
+    ({}, "NotFound", None),
+    ({"status": 403, "message": FORBIDDEN}, "Unknown",
+     f"GET {IEC_PATH}: 403 Forbidden: {FORBIDDEN}; needs get on "
      "inferenceendpointconfigs.inference.sagemaker.aws.amazon.com in namespace default"),
-    ("", "Unable to connect to the server: dial tcp 10.0.0.1:443: i/o timeout", 1, "Unknown",
-     "kubectl: Unable to connect to the server: dial tcp 10.0.0.1:443: i/o timeout"),
-    ("", "Unable to connect to the server: getting credentials: exec: executable aws not found", 1, "Unknown",
-     "kubectl: Unable to connect to the server: getting credentials: exec: executable aws not found"),
-    ("", "error: You must be logged in to the server (Unauthorized)", 1, "Unknown",
-     "kubectl: error: You must be logged in to the server (Unauthorized)"),
-], ids=["present", "absent", "forbidden", "unreachable", "credential-plugin-not-found", "unauthorized"])
-def test_the_iec_read_is_three_way(deployed: EnvironmentConfig, clients: ClientFactory, tmp_path: Path,
-                                   make_endpoint: Callable[..., Any], stdout: str, stderr: str, code: int,
-                                   state: str, reason: str | None) -> None:
-    # GIVEN kubectl answers the IEC with its state, the API server's NotFound, or an error
-    kubectl = fake_kubectl(tmp_path / "bin", stdout=stdout, stderr=stderr, code=code)
+    ({"status": 401, "message": "Unauthorized"}, "Unknown",
+     f"GET {IEC_PATH}: 401 Unauthorized: Unauthorized (the API server refused the credentials; on EKS the caller "
+     "needs an access entry)"),
+    ({"status": 503, "message": "etcd leader changed"}, "Unknown",
+     f"GET {IEC_PATH}: 503 Service Unavailable: etcd leader changed"),
+], ids=["present", "absent", "forbidden", "unauthorized", "server-error"])
+def test_the_iec_read_is_three_way(deployed: EnvironmentConfig, clients: ClientFactory, fake_kube: Any,
+                                   make_endpoint: Callable[..., Any], setup: dict[str, Any], state: str,
+                                   reason: str | None) -> None:
+    # GIVEN the API server answers the IEC with its state, its own NotFound, or an error
+    if "iec" in setup:
+        fake_kube.iecs[("default", "llama")] = setup["iec"]
+    if "status" in setup:
+        fake_kube.fail(IEC_PATH, setup["status"], setup["message"])
     with Stubber(clients.client("eks")) as eks:
         stub_eks(eks, deployed)
         # WHEN the status is collected
-        report = collect_status(deployed, clients, kubectl=kubectl, endpoints=(make_endpoint(name="llama"),))
+        report = collect_status(deployed, clients, kubectl=fake_kube.client(),
+                                endpoints=(make_endpoint(name="llama"),))
     row = report.to_json()["endpoints"][0]
-    # THEN only the API server's NotFound is NotFound (not "executable aws not found"); errors are Unknown and warned
+    # THEN only the API server's NotFound is NotFound; errors are Unknown and warned
     assert (row["iec_state"], row["iec_reason"]) == (state, reason)
     warnings = [w for w in report.warnings if w.startswith("endpoint llama")]
     assert warnings == ([f"endpoint llama: could not read the InferenceEndpointConfig ({reason})"] if reason else [])
+
+
+def test_an_unreachable_api_server_is_unknown(deployed: EnvironmentConfig, clients: ClientFactory, tmp_path: Path,
+                                              make_endpoint: Callable[..., Any]) -> None:
+    from tests.fakes.kube_api import FakeKube, serve
+
+    with serve() as gone:
+        url = gone.url  # nothing listens there once the block ends
+    kube = Kubectl(kubeconfig=FakeKube(url=url).kubeconfig(tmp_path / "kubeconfig"), timeout_seconds=2)
+    with Stubber(clients.client("eks")) as eks:
+        stub_eks(eks, deployed)
+        report = collect_status(deployed, clients, kubectl=kube, endpoints=(make_endpoint(name="llama"),))
+    row = report.to_json()["endpoints"][0]
+    assert row["iec_state"] == "Unknown" and "cannot reach the Kubernetes API server" in row["iec_reason"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -178,20 +176,21 @@ def test_the_addons_probe(env: EnvironmentConfig, aws_credentials: None) -> None
     assert ready.ready and ready.state == "all 9 add-ons ACTIVE"
 
 
-def _kubectl(tmp_path: Path, document: dict[str, Any]) -> Kubectl:
-    script = tmp_path / "kubectl"
-    (tmp_path / "iec.json").write_text(json.dumps(document))
-    script.write_text(f"#!/bin/sh\ncat '{tmp_path / 'iec.json'}'\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return Kubectl(kubeconfig=str(tmp_path / "kubeconfig"), binary=str(script))
+IEC_PATH = "/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/inferenceendpointconfigs/llama"
 
 
-def test_the_endpoint_probe(clients: ClientFactory, tmp_path: Path, make_endpoint: Callable[..., Any]) -> None:
+def _kubectl(fake: Any, document: dict[str, Any], name: str = "llama") -> Kubectl:
+    """The fake API server answering the IEC ``name`` in ``default`` with ``document``."""
+    fake.iecs[("default", name)] = document
+    return fake.client()
+
+
+def test_the_endpoint_probe(clients: ClientFactory, fake_kube: Any, make_endpoint: Callable[..., Any]) -> None:
     sagemaker = clients.client("sagemaker")
     endpoint = make_endpoint(name="llama", resource_name="llama-1a2b3c", sagemaker_endpoint_name="llama-sm")
     # GIVEN the IEC is complete but its SageMaker endpoint failed
-    kubectl = _kubectl(tmp_path, {"status": {"state": "DeploymentComplete", "conditions": [
-        {"message": "DPD prefill and decode deployments are ready"}]}})
+    kubectl = _kubectl(fake_kube, {"status": {"state": "DeploymentComplete", "conditions": [
+        {"message": "DPD prefill and decode deployments are ready"}]}}, name="llama-1a2b3c")
     with Stubber(sagemaker) as stub:
         stub.add_response("describe_endpoint", {
             "EndpointName": "llama-sm", "EndpointArn": "arn:aws:sagemaker:us-west-2:123456789012:endpoint/llama-sm",
@@ -202,7 +201,7 @@ def test_the_endpoint_probe(clients: ClientFactory, tmp_path: Path, make_endpoin
     assert seen.failed and seen.state == "llama: IEC DeploymentComplete, SageMaker Failed"
     assert seen.message == "SageMaker endpoint llama-sm: Failed: Image pull failed."
     # AND an IEC whose deployment failed is terminal too, with its condition message
-    failed = _kubectl(tmp_path, {"status": {"state": "DeploymentFailed", "conditions": [{"message": "OOMKilled"}]}})
+    failed = _kubectl(fake_kube, {"status": {"state": "DeploymentFailed", "conditions": [{"message": "OOMKilled"}]}})
     seen = endpoint_probe(sagemaker, (make_endpoint(name="llama"),), failed)()
     assert seen.failed and seen.message == "IEC llama: DeploymentFailed: OOMKilled"
 
@@ -211,9 +210,9 @@ def test_an_endpoint_that_cannot_be_observed_is_refused(make_endpoint: Callable[
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBECONFIG", raising=False)
     with pytest.raises(HpdpdError, match="cannot observe endpoint.*llama.*unknown \\(no kubeconfig\\)"):
-        endpoint_probe(object(), (make_endpoint(name="llama"),), Kubectl(kubeconfig=None, binary=None))
+        endpoint_probe(object(), (make_endpoint(name="llama"),), Kubectl(kubeconfig=None))
     with pytest.raises(HpdpdError, match="declares no endpoints"):
-        endpoint_probe(object(), (), Kubectl(kubeconfig=None, binary=None))
+        endpoint_probe(object(), (), Kubectl(kubeconfig=None))
 
 
 # ---- unknown is not "not created yet" ------------------------------------------------------------------------------
@@ -290,29 +289,26 @@ def test_the_addons_probe_tells_unknown_from_absent(env: EnvironmentConfig, aws_
             probe()
 
 
-def test_the_endpoint_probe_tells_unknown_from_absent(clients: ClientFactory, tmp_path: Path,
+def test_the_endpoint_probe_tells_unknown_from_absent(clients: ClientFactory, tmp_path: Path, fake_kube: Any,
                                                       make_endpoint: Callable[..., Any]) -> None:
     sagemaker = clients.client("sagemaker")
     endpoint = make_endpoint(name="llama", sagemaker_endpoint_name="llama-sm")
-    (tmp_path / "ok").mkdir()
-    complete = _kubectl(tmp_path / "ok", {"status": {"state": "DeploymentComplete"}})
+    complete = _kubectl(fake_kube, {"status": {"state": "DeploymentComplete"}})
     # GIVEN (moto) no SageMaker endpoint yet: not created yet, keep waiting
     absent = endpoint_probe(sagemaker, (endpoint,), complete)()
     assert absent.state == "llama: IEC DeploymentComplete, SageMaker NotFound" and not absent.ready
-    # AND kubectl cannot reach the API server: Unknown, keep waiting
-    offline = _failing_kubectl(tmp_path / "offline",
-                               "Unable to connect to the server: dial tcp 10.0.0.1:443: i/o timeout")
-    seen = endpoint_probe(sagemaker, (make_endpoint(name="llama"),), offline)()
-    assert seen.state == ("llama: IEC Unknown (kubectl: Unable to connect to the server: dial tcp 10.0.0.1:443: "
-                          "i/o timeout)") and not (seen.ready or seen.failed)
+    # AND the API server does not answer in time: Unknown, keep waiting
+    fake_kube.fail(IEC_PATH, delay=1.5)
+    seen = endpoint_probe(sagemaker, (make_endpoint(name="llama"),), fake_kube.client(timeout=0.5))()
+    assert seen.state.startswith(f"llama: IEC Unknown (GET {IEC_PATH}: timed out") and not (seen.ready or seen.failed)
     # AND RBAC forbids reading the IEC: waiting cannot fix it
-    forbidden = _failing_kubectl(tmp_path / "rbac", 'Error from server (Forbidden): inferenceendpointconfigs "llama" '
-                                                    "is forbidden")
+    fake_kube.fail(IEC_PATH, 403, 'inferenceendpointconfigs "llama" is forbidden')
     with pytest.raises(Unobservable, match=r"cannot wait for endpoint llama: InferenceEndpointConfig llama: "
-                                           r"kubectl: Error from server \(Forbidden\).*; needs get on "
+                                           r"GET .*: 403 Forbidden: .*; needs get on "
                                            r"inferenceendpointconfigs\.inference\.sagemaker\.aws\.amazon\.com in "
                                            r"namespace default"):
-        endpoint_probe(sagemaker, (make_endpoint(name="llama"),), forbidden)()
+        endpoint_probe(sagemaker, (make_endpoint(name="llama"),), fake_kube.client())()
+    del fake_kube.faults[IEC_PATH]
     # AND DescribeEndpoint is denied: waiting cannot fix it either
     with Stubber(sagemaker) as stub:
         stub.add_client_error("describe_endpoint", "AccessDeniedException", "not authorized", http_status_code=400)
@@ -320,10 +316,3 @@ def test_the_endpoint_probe_tells_unknown_from_absent(clients: ClientFactory, tm
             endpoint_probe(sagemaker, (endpoint,), complete)()
 
 
-def _failing_kubectl(directory: Path, stderr: str) -> Kubectl:
-    directory.mkdir()
-    (directory / "err.txt").write_text(stderr)
-    script = directory / "kubectl"
-    script.write_text(f"#!/bin/sh\ncat '{directory / 'err.txt'}' >&2\nexit 1\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return Kubectl(kubeconfig=str(directory / "kubeconfig"), binary=str(script))

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from hyperpod_dpd.infra.guardrails.rules import RULES, Settings
 from hyperpod_dpd.infra.guardrails.templates import StageTemplates
 

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 from hyperpod_dpd.infra.guardrails.rules.manifests import endpoint_configs
-
 from tests.infra.guardrails.conftest import first, run
 
 

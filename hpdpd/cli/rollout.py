@@ -1,0 +1,142 @@
+"""``hpdpd rollout status|promote|abort --env NAME --endpoint NAME``: blue/green IEC generations.
+
+Exit codes: 0 steady, promoted, aborted or nothing to do; 1 a rollout is pending (status), refused (no room), failed
+its checks, failed or timed out; 2 could not run (the cluster could not be read or written: denied, unreachable,
+timed out; one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
+from hyperpod_dpd.cli.output import (
+    environment_arguments,
+    escape_cell,
+    load_environment_from_args,
+    print_json,
+    print_table,
+)
+from hyperpod_dpd.cli.verify import blocked, cluster_arguments, kube_from_args, prometheus_from_args, window_from_args
+
+ACTIONS = ("status", "promote", "abort")
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "rollout", parents=[common], help="blue/green IEC generations: status, promote, abort",
+        description="Run a new IEC generation beside the serving one, promote it once it is ready and passes smoke "
+                    "and verify (the client Service switches, then the old generation is deleted), or abort it.")
+    parser.add_argument("action", choices=ACTIONS)
+    environment_arguments(parser)
+    add_aws_arguments(parser)
+    parser.add_argument("--endpoint", required=True, metavar="NAME", help="the endpoint")
+    cluster_arguments(parser)
+    parser.add_argument("--in-place", action="store_true",
+                        help="promote without room for two generations: delete the serving one first (downtime)")
+    parser.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
+                        help="how long promote waits for the new generation (default 3600)")
+    parser.add_argument("--interval", type=float, default=15.0, metavar="SECONDS", help="poll interval (default 15)")
+    parser.add_argument("--url", default=None,
+                        help="smoke the new generation at this URL (default: its in-cluster router Service)")
+    parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (self-signed router)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hyperpod_dpd.ops.endpoints import select_endpoints
+    from hyperpod_dpd.ops.kube import KubeError
+    from hyperpod_dpd.ops.metrics import MetricsError
+    from hyperpod_dpd.ops.rollout import Promotion, abort, read_state, render_manifest
+
+    env = load_environment_from_args(args)
+    (endpoint,) = select_endpoints(tuple(getattr(env, "endpoints", ()) or ()), args.endpoint)
+    clients = factory_from_args(args, default_region=env.region)
+    kube = kube_from_args(args, env, clients)
+    try:
+        if args.action == "status":
+            state = read_state(kube, endpoint)
+            ok = state.phase in ("steady", "nothing")
+            data: dict[str, Any] = {"ok": ok, "outcome": state.phase, "message": _status_message(state),
+                                    **state.to_json()}
+        elif args.action == "abort":
+            result = abort(kube, endpoint)
+            ok, data = result.ok, result.to_json()
+        else:
+            promotion = Promotion(kube=kube, endpoint=endpoint, manifest=lambda: render_manifest(env, endpoint),
+                                  checks=generation_checks(args, env, endpoint, kube, clients),
+                                  in_place=args.in_place, timeout_seconds=args.timeout,
+                                  interval_seconds=args.interval)
+            result = promotion.run()
+            ok, data = result.ok, result.to_json()
+    except KubeError as exc:
+        if exc.not_found and exc.reason.startswith("EKS cluster"):  # the first deploy creates the cluster
+            print(f"{exc.reason}: nothing to roll out", file=sys.stderr)
+            return 0 if args.action != "status" else 1
+        raise blocked(f"{args.action} the rollout of {endpoint.name}", exc) from None
+    except MetricsError as exc:
+        raise blocked(f"{args.action} the rollout of {endpoint.name}", exc) from None
+    if args.output == "json":
+        print_json(data)
+    else:
+        render(args.action, data)
+    return 0 if ok else 1
+
+
+def _status_message(state: Any) -> str:
+    return {"steady": f"{state.desired} is serving",
+            "nothing": "no generation is serving yet: the deploy creates the endpoint",
+            "pending": f"{state.serving} is serving; {state.desired} (configured) is not created yet: run "
+                       "'hpdpd rollout promote'",
+            "in-progress": f"{state.serving} is serving beside {', '.join(state.others)}: promote or abort"}[state.phase]
+
+
+def generation_checks(args: argparse.Namespace, env: Any, endpoint: Any, kube: Any, clients: Any) -> Any:
+    """smoke (prompts and canary) and verify against one IEC generation; failure lines, empty when it passed."""
+    from hyperpod_dpd.ops.canary import cluster_logs
+    from hyperpod_dpd.ops.endpoints import ROUTER_URL
+    from hyperpod_dpd.ops.smoke import http_sender, run_smoke
+    from hyperpod_dpd.ops.verify import Target, verify_endpoint
+
+    window = window_from_args(args)
+    prometheus = prometheus_from_args(args, clients)
+
+    def check(iec: str) -> list[str]:
+        failures = []
+        url = args.url or ROUTER_URL.format(iec=iec, namespace=endpoint.namespace,
+                                            path=endpoint.invocation_path.lstrip("/"))
+        smoke = run_smoke(send=http_sender(url, insecure=args.insecure), endpoint=endpoint.name, transport="http",
+                          target=url, threshold=endpoint.routing.threshold, model=endpoint.model.name,
+                          chat="chat/" in url, max_tokens=16,
+                          canary=cluster_logs(kube, namespace=endpoint.namespace, iec=iec))
+        failures += [f"smoke {m.case}: {m.error}" for m in smoke.results if not m.ok]
+        failures += [f"smoke {c.name}: {c.detail} (likely cause: {c.cause})" for c in smoke.canary
+                     if c.status == "fail"]
+        report = verify_endpoint(kube, Target(endpoint=endpoint, iec=iec, window_seconds=window,
+                                              prometheus=prometheus))
+        failures += [f"verify {c.name}: {c.detail} (likely cause: {c.cause})" for c in report.checks
+                     if c.status == "fail"]
+        return failures
+
+    return check
+
+
+def render(action: str, data: dict[str, Any]) -> None:
+    rows = [(escape_cell(g["name"]), escape_cell(g["state"]), "yes" if g["serving"] else "",
+             "yes" if g["desired"] else "") for g in data["generations"]]
+    print_table(("Generation", "State", "Serving", "Configured"), rows,
+                title=escape_cell(f"rollout {action} {data['endpoint']} ({data['namespace']}): {data['outcome']}"))
+    if data.get("room"):
+        print_table(("Role", "Nodes", "Free GPUs", "Pods that fit", "Pods needed"),
+                    [(r["role"], r["nodes"], r["free_gpus"], r["fits"], r["needed"]) for r in data["room"]],
+                    title="room for the new generation")
+    for step in data.get("steps", []):
+        print(f"  {escape_cell(step)}")
+    for failure in data.get("failures", []):
+        print(f"hpdpd: {failure}", file=sys.stderr)
+    stream = sys.stdout if data["ok"] else sys.stderr
+    print(("" if data["ok"] else "hpdpd: ") + data["message"], file=stream)
+
+

@@ -1,0 +1,238 @@
+"""What the operator runs for an endpoint, read from the Kubernetes API: pods, nodes, logs, Services and IECs.
+
+Names and labels (SageMaker HyperPod DPD documentation; ``docs/endpoints.md``): prefill and decode pods are
+``prefill-<iec>-…`` / ``decode-<iec>-…`` with the label ``inference.sagemaker.aws.amazon.com/dpd-role`` and the vLLM
+container ``prefill-<iec>`` / ``decode-<iec>``; the router pods are ``<iec>-<namespace>-router-…`` in
+``hyperpod-inference-system`` with the container ``router-container``. Nodes carry ``topology.kubernetes.io/zone``
+(well-known label) and advertise EFA devices as the extended resource ``vpc.amazonaws.com/efa`` (EFA device plugin)
+and GPUs as ``nvidia.com/gpu``. Every call raises :class:`~hyperpod_dpd.ops.kube.KubeError` when it fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE
+from hyperpod_dpd.ops.kube import IEC_GROUP, IEC_PLURAL, IEC_VERSION, Kube, iec_path
+
+# The same values as hyperpod_dpd.k8s.defaults (importing that package would start cdk8s's jsii runtime; a test
+# checks that they agree).
+DPD_ROLE_LABEL = "inference.sagemaker.aws.amazon.com/dpd-role"
+ENDPOINT_LABEL = "hyperpod-dpd/endpoint"
+GENERATION_LABEL = "hyperpod-dpd/generation"
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ROUTER_CONTAINER = "router-container"
+DONE_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def _quantity(value: Any) -> int:
+    """A whole-number extended resource quantity (``"8"``); 0 when absent or not a plain count."""
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pod:
+    name: str
+    namespace: str
+    role: str | None
+    phase: str
+    ready: bool
+    node: str | None
+    efa: int  # vpc.amazonaws.com/efa requested (or limited) by the pod's containers
+    gpus: int
+    env: Mapping[str, str] = field(default_factory=dict)  # literal env values of every container
+    containers: tuple[str, ...] = ()
+    waiting: str = ""  # the first container's waiting reason (ImagePullBackOff, ...)
+
+    @property
+    def running(self) -> bool:
+        return self.phase == "Running"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Node:
+    name: str
+    labels: Mapping[str, str]
+    allocatable_gpus: int
+    allocatable_efa: int
+
+    @property
+    def zone(self) -> str | None:
+        return self.labels.get(ZONE_LABEL)
+
+    def matches(self, selector: Mapping[str, str]) -> bool:
+        return all(self.labels.get(k) == v for k, v in selector.items())
+
+
+def parse_pod(item: Mapping[str, Any]) -> Pod:
+    meta, spec, status = item.get("metadata") or {}, item.get("spec") or {}, item.get("status") or {}
+    containers = spec.get("containers") or []
+    efa = gpus = 0
+    env: dict[str, str] = {}
+    for container in containers:
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        efa += max(_quantity(requests.get(EFA_RESOURCE)), _quantity(limits.get(EFA_RESOURCE)))
+        gpus += max(_quantity(requests.get(GPU_RESOURCE)), _quantity(limits.get(GPU_RESOURCE)))
+        for variable in container.get("env") or []:
+            if isinstance(variable, dict) and "value" in variable:
+                env.setdefault(str(variable.get("name")), str(variable.get("value")))
+    statuses = status.get("containerStatuses") or []
+    waiting = next((str((s.get("state") or {}).get("waiting", {}).get("reason", "")) for s in statuses
+                    if (s.get("state") or {}).get("waiting")), "")
+    return Pod(name=str(meta.get("name", "")), namespace=str(meta.get("namespace", "")),
+               role=(meta.get("labels") or {}).get(DPD_ROLE_LABEL), phase=str(status.get("phase") or "Unknown"),
+               ready=bool(statuses) and all(bool(s.get("ready")) for s in statuses), node=spec.get("nodeName"),
+               efa=efa, gpus=gpus, env=env, containers=tuple(str(c.get("name", "")) for c in containers),
+               waiting=waiting)
+
+
+def parse_node(item: Mapping[str, Any]) -> Node:
+    meta, status = item.get("metadata") or {}, item.get("status") or {}
+    allocatable = status.get("allocatable") or {}
+    return Node(name=str(meta.get("name", "")), labels=dict(meta.get("labels") or {}),
+                allocatable_gpus=_quantity(allocatable.get(GPU_RESOURCE)),
+                allocatable_efa=_quantity(allocatable.get(EFA_RESOURCE)))
+
+
+def _items(document: Any) -> list[dict[str, Any]]:
+    return [i for i in (document.get("items") or []) if isinstance(i, dict)] if isinstance(document, dict) else []
+
+
+def _core(api: Any) -> Any:
+    from kubernetes import client
+
+    return client.CoreV1Api(api)
+
+
+def _custom(api: Any) -> Any:
+    from kubernetes import client
+
+    return client.CustomObjectsApi(api)
+
+
+def dpd_pods(kube: Kube, *, namespace: str, iec: str) -> list[Pod]:
+    """The prefill and decode pods of one IEC (several generations may share the namespace and the role label)."""
+    selector = f"{DPD_ROLE_LABEL} in (prefill,decode)"
+    document = kube.call(f"list pods in namespace {namespace}", lambda api: _core(api).list_namespaced_pod(
+        namespace, label_selector=selector, _preload_content=False, _request_timeout=kube.timeout),
+        permission=f"list on pods in namespace {namespace}")
+    pods = [parse_pod(item) for item in _items(document)]
+    return [p for p in pods if p.name.startswith((f"prefill-{iec}-", f"decode-{iec}-"))]
+
+
+def router_pods(kube: Kube, *, namespace: str, iec: str) -> list[Pod]:
+    """The router pods of an IEC (``<iec>-<namespace>-router-…`` in the operator's namespace)."""
+    document = kube.call(f"list pods in namespace {INFERENCE_NAMESPACE}", lambda api: _core(api).list_namespaced_pod(
+        INFERENCE_NAMESPACE, _preload_content=False, _request_timeout=kube.timeout),
+        permission=f"list on pods in namespace {INFERENCE_NAMESPACE}")
+    prefix = f"{iec}-{namespace}-router"
+    return [p for p in (parse_pod(i) for i in _items(document)) if p.name.startswith(prefix)]
+
+
+def nodes(kube: Kube) -> dict[str, Node]:
+    document = kube.call("list nodes", lambda api: _core(api).list_node(
+        _preload_content=False, _request_timeout=kube.timeout), permission="list on nodes (cluster scope)")
+    return {n.name: n for n in (parse_node(i) for i in _items(document))}
+
+
+def requested_gpus(kube: Kube) -> dict[str, int]:
+    """``nvidia.com/gpu`` requested per node by pods that are not finished (all namespaces)."""
+    document = kube.call("list pods in all namespaces", lambda api: _core(api).list_pod_for_all_namespaces(
+        _preload_content=False, _request_timeout=kube.timeout), permission="list on pods (all namespaces)")
+    used: dict[str, int] = {}
+    for pod in (parse_pod(i) for i in _items(document)):
+        if pod.node and pod.phase not in DONE_PHASES:
+            used[pod.node] = used.get(pod.node, 0) + pod.gpus
+    return used
+
+
+def pod_log(kube: Kube, pod: Pod, *, container: str | None = None, since_seconds: int | None = None,
+            tail_lines: int | None = 5000) -> str:
+    """The recent log of a pod's container (the role's vLLM container by default)."""
+    chosen = container or next((c for c in pod.containers if c.startswith(("prefill-", "decode-"))),
+                               pod.containers[0] if pod.containers else None)
+    options: dict[str, Any] = {"_preload_content": False, "_request_timeout": kube.timeout}
+    if chosen:
+        options["container"] = chosen
+    if since_seconds:
+        options["since_seconds"] = max(1, int(since_seconds))
+    if tail_lines:
+        options["tail_lines"] = tail_lines
+    text = kube.call(f"read the log of pod {pod.namespace}/{pod.name}", lambda api: _core(api)
+                     .read_namespaced_pod_log(pod.name, pod.namespace, **options),
+                     permission=f"get on pods/log in namespace {pod.namespace}")
+    return text if isinstance(text, str) else ""
+
+
+def warning_events(kube: Kube, *, namespace: str, names: set[str]) -> list[str]:
+    """``Warning`` events of the given objects, newest last, as ``<object>: <reason>: <message>``."""
+    document = kube.call(f"list events in namespace {namespace}", lambda api: _core(api).list_namespaced_event(
+        namespace, field_selector="type=Warning", _preload_content=False, _request_timeout=kube.timeout),
+        permission=f"list on events in namespace {namespace}")
+    out = []
+    for event in _items(document):
+        involved = (event.get("involvedObject") or {}).get("name", "")
+        if involved in names:
+            out.append(f"{involved}: {event.get('reason', '')}: {' '.join(str(event.get('message', '')).split())}")
+    return out
+
+
+# ---- the IECs of an endpoint and its client Service (rollout) ---------------------------------------------------------
+
+
+def endpoint_iecs(kube: Kube, *, namespace: str, endpoint: str) -> list[dict[str, Any]]:
+    """Every IEC generation of an endpoint (label ``hyperpod-dpd/endpoint``) in ``namespace``, oldest first.
+
+    Listed across namespaces (a cluster-scoped read, granted by the operations ClusterRole): before an endpoint's
+    first deploy its namespace, and so the RoleBinding there, do not exist yet, and the answer must be "no generation"
+    rather than "forbidden".
+    """
+    document = kube.call(f"list {IEC_PLURAL}.{IEC_GROUP}", lambda api: _custom(api).list_cluster_custom_object(
+        IEC_GROUP, IEC_VERSION, IEC_PLURAL, label_selector=f"{ENDPOINT_LABEL}={endpoint}",
+        _preload_content=False, _request_timeout=kube.timeout),
+        permission=f"list on {IEC_PLURAL}.{IEC_GROUP} (all namespaces)")
+    items = [i for i in _items(document) if (i.get("metadata") or {}).get("namespace", namespace) == namespace]
+    return sorted(items, key=lambda i: str((i.get("metadata") or {}).get("creationTimestamp", "")))
+
+
+def generation_of(document: Mapping[str, Any]) -> str:
+    return str(((document.get("metadata") or {}).get("labels") or {}).get(GENERATION_LABEL, ""))
+
+
+def create_iec(kube: Kube, manifest: Mapping[str, Any]) -> None:
+    meta = manifest.get("metadata") or {}
+    namespace = str(meta.get("namespace", "default"))
+    kube.call(f"create {iec_path(namespace, str(meta.get('name', '')))}", lambda api: _custom(api)
+              .create_namespaced_custom_object(IEC_GROUP, IEC_VERSION, namespace, IEC_PLURAL, dict(manifest),
+                                               _preload_content=False, _request_timeout=kube.timeout),
+              permission=f"create on {IEC_PLURAL}.{IEC_GROUP} in namespace {namespace}")
+
+
+def delete_iec(kube: Kube, *, namespace: str, name: str) -> None:
+    kube.call(f"DELETE {iec_path(namespace, name)}", lambda api: _custom(api).delete_namespaced_custom_object(
+        IEC_GROUP, IEC_VERSION, namespace, IEC_PLURAL, name, _preload_content=False, _request_timeout=kube.timeout),
+        permission=f"delete on {IEC_PLURAL}.{IEC_GROUP} in namespace {namespace}")
+
+
+def get_service(kube: Kube, *, namespace: str, name: str) -> dict[str, Any]:
+    document = kube.call(f"GET service {namespace}/{name}", lambda api: _core(api).read_namespaced_service(
+        name, namespace, _preload_content=False, _request_timeout=kube.timeout),
+        permission=f"get on services in namespace {namespace}")
+    return document if isinstance(document, dict) else {}
+
+
+def point_service(kube: Kube, *, namespace: str, name: str, external_name: str) -> None:
+    """Re-point the client ``ExternalName`` Service (a JSON merge patch of ``spec.externalName``)."""
+    body = {"spec": {"externalName": external_name}}
+    kube.call(f"PATCH service {namespace}/{name}", lambda api: _core(api).patch_namespaced_service(
+        name, namespace, body, _preload_content=False, _request_timeout=kube.timeout),
+        permission=f"patch on services in namespace {namespace}")

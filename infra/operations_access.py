@@ -1,0 +1,169 @@
+"""Least-privilege operations access to the cluster: what ``hpdpd verify``, ``hpdpd smoke`` (its canary) and
+``hpdpd rollout`` call through the Kubernetes API, and nothing more.
+
+Each role of ``eks.operations_principals`` (the pipeline's ``checks_role_arn`` among them) gets an EKS access entry of
+type ``STANDARD`` in the Kubernetes group :data:`OPERATIONS_GROUP`, with no EKS access policy: EKS authenticates the
+role, and Kubernetes RBAC alone authorizes it, through the roles and bindings below (docs/cli.md, "Cluster access of
+the operations commands").
+
+* ``hyperpod-dpd-operations-cluster`` (ClusterRole + ClusterRoleBinding): the two reads Kubernetes only offers at
+  cluster scope.
+* ``hyperpod-dpd-operations-endpoint`` (ClusterRole, bound by a RoleBinding in each endpoint's namespace only).
+* ``hyperpod-dpd-operations-router`` (ClusterRole, bound by a RoleBinding in ``hyperpod-inference-system`` only): the
+  operator runs each IEC's router pods there.
+
+:data:`PERMISSIONS` is the single list: the manifests, the tests and the documentation all follow it. Each entry is
+one call of :mod:`hyperpod_dpd.ops.workloads` / :mod:`hyperpod_dpd.ops.kube` (the ``permission`` a 403 names).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct, IConstruct
+
+from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE
+from hyperpod_dpd.errors import MISSING, ConfigError
+from hyperpod_dpd.k8s.defaults import MANAGED_BY, MANAGED_BY_LABEL
+from hyperpod_dpd.k8s.validation import validate_manifests
+from hyperpod_dpd.ops.kube import IEC_GROUP, IEC_PLURAL
+
+OPERATIONS_GROUP = "hyperpod-dpd-operations"
+RBAC_API = "rbac.authorization.k8s.io/v1"
+Scope = Literal["cluster", "endpoint", "router"]
+ROLE_NAMES: dict[Scope, str] = {
+    "cluster": "hyperpod-dpd-operations-cluster",
+    "endpoint": "hyperpod-dpd-operations-endpoint",
+    "router": "hyperpod-dpd-operations-router",
+}
+ENDPOINT_BINDING = "hyperpod-dpd-operations"  # the RoleBinding's name in each endpoint namespace
+
+
+@dataclass(frozen=True)
+class Permission:
+    """One RBAC rule: ``verbs`` on ``resource`` of API group ``group`` ("" is core) in ``scope``, and who needs it."""
+
+    scope: Scope
+    group: str
+    resource: str
+    verbs: tuple[str, ...]
+    needed_by: str
+
+    def rule(self) -> dict[str, Any]:
+        return {"apiGroups": [self.group], "resources": [self.resource], "verbs": list(self.verbs)}
+
+
+PERMISSIONS: tuple[Permission, ...] = (
+    Permission("cluster", "", "nodes", ("list",),
+               "verify (same-az and efa rows: zone labels, allocatable EFA); rollout promote (room: allocatable GPUs)"),
+    Permission("cluster", "", "pods", ("list",),
+               "rollout promote (room: the GPUs that pods of every namespace request on each node)"),
+    Permission("cluster", IEC_GROUP, IEC_PLURAL, ("list",),
+               "rollout (list: the generations of an endpoint, also before its namespace exists)"),
+    Permission("endpoint", "", "pods", ("list",), "verify; smoke canary (the IEC's prefill and decode pods)"),
+    Permission("endpoint", "", "pods/log", ("get",),
+               "verify (transfer backend, KV throughput from the decoder log); smoke canary (decoder log)"),
+    Permission("endpoint", "", "events", ("list",), "verify (Warning events of pods that are not running)"),
+    Permission("endpoint", "", "services", ("get", "patch"),
+               "rollout status, promote, abort (get: which generation the client Service points at); rollout promote "
+               "(patch: point it at the new generation)"),
+    Permission("endpoint", IEC_GROUP, IEC_PLURAL, ("get", "create", "delete"),
+               "verify and rollout promote (get: the IEC's state, --wait-ready); rollout promote (create: the new "
+               "generation; delete: the old ones); rollout abort (delete)"),
+    Permission("router", "", "pods", ("list",), "smoke canary (the IEC's router pods)"),
+    Permission("router", "", "pods/log", ("get",), "smoke canary (the router's decision lines)"),
+)
+
+
+def rules(scope: Scope) -> list[dict[str, Any]]:
+    return [p.rule() for p in PERMISSIONS if p.scope == scope]
+
+
+def _metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY}}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return meta
+
+
+def _subjects() -> list[dict[str, Any]]:
+    return [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": OPERATIONS_GROUP}]
+
+
+def _role_ref(scope: Scope) -> dict[str, Any]:
+    return {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE_NAMES[scope]}
+
+
+def cluster_manifests() -> list[dict[str, Any]]:
+    """The three ClusterRoles, the cluster-scope ClusterRoleBinding and the router RoleBinding in the operator's
+    namespace (the endpoint namespaces' RoleBindings are :func:`namespace_binding`)."""
+    roles = [{"apiVersion": RBAC_API, "kind": "ClusterRole", "metadata": _metadata(name), "rules": rules(scope)}
+             for scope, name in ROLE_NAMES.items()]
+    return [
+        *roles,
+        {"apiVersion": RBAC_API, "kind": "ClusterRoleBinding", "metadata": _metadata(ROLE_NAMES["cluster"]),
+         "roleRef": _role_ref("cluster"), "subjects": _subjects()},
+        {"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": _metadata(ROLE_NAMES["router"], INFERENCE_NAMESPACE),
+         "roleRef": _role_ref("router"), "subjects": _subjects()},
+    ]
+
+
+def namespace_binding(namespace: str) -> dict[str, Any]:
+    """The RoleBinding that grants the endpoint rules in one endpoint's namespace, and nowhere else."""
+    return {"apiVersion": RBAC_API, "kind": "RoleBinding", "metadata": _metadata(ENDPOINT_BINDING, namespace),
+            "roleRef": _role_ref("endpoint"), "subjects": _subjects()}
+
+
+def _entry_id(arn: str) -> str:
+    """A stable construct id per role, so reordering the list never replaces access entries."""
+    name = re.sub(r"[^A-Za-z0-9]", "", arn.rsplit("/", 1)[-1])[:40]
+    return f"Operations{name}{hashlib.sha256(arn.encode()).hexdigest()[:8]}"
+
+
+class OperationsAccess(Construct):
+    """Access entries for ``principals`` in :data:`OPERATIONS_GROUP` and the cluster part of the RBAC.
+
+    Args:
+        cluster: the EKS cluster (created, or imported with a kubectl provider for an adopted one).
+        principals: IAM role ARNs (``eks.operations_principals``); at least one.
+        kubernetes_version: the cluster's version, to validate the manifests with ``kubernetes-validate``.
+        after: what the manifest must wait for: the inference add-on (its CRD and ``hyperpod-inference-system``).
+
+    Attributes: ``entries`` (principal -> ``CfnAccessEntry``), ``manifest`` (the RBAC ``KubernetesManifest``).
+    """
+
+    def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, principals: Sequence[str],
+                 kubernetes_version: str, after: Sequence[IConstruct] = ()) -> None:
+        unique = tuple(dict.fromkeys(principals))
+        if not unique:
+            raise ConfigError.single(None, "OperationsAccess.principals", MISSING,
+                                     "is required: the IAM roles that run verify, smoke and rollout")
+        manifests = cluster_manifests()
+        validate_manifests(manifests, kubernetes_version=kubernetes_version)  # before anything joins the tree
+        super().__init__(scope, id)
+        self.entries: dict[str, eks.CfnAccessEntry] = {
+            principal: eks.CfnAccessEntry(self, _entry_id(principal), cluster_name=cluster.cluster_name,
+                                          principal_arn=principal, type="STANDARD",
+                                          kubernetes_groups=[OPERATIONS_GROUP])
+            for principal in unique}
+        self.manifest = eks.KubernetesManifest(self, "Rbac", cluster=cluster, manifest=manifests, overwrite=True,
+                                               prune=True)
+        for dependency in after:
+            self.manifest.node.add_dependency(dependency)
+
+
+def bind_namespace(scope: Construct, id: str, *, cluster: eks.ICluster, namespace: str, kubernetes_version: str,
+                   after: Sequence[IConstruct] = ()) -> eks.KubernetesManifest:
+    """The endpoint rules in ``namespace``: a RoleBinding applied after ``after`` (the endpoint's manifest, which
+    creates the namespace)."""
+    binding = namespace_binding(namespace)
+    validate_manifests([binding], kubernetes_version=kubernetes_version)
+    manifest = eks.KubernetesManifest(scope, id, cluster=cluster, manifest=[binding], overwrite=True, prune=True)
+    for dependency in after:
+        manifest.node.add_dependency(dependency)
+    return manifest
