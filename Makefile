@@ -59,10 +59,14 @@ synth: setup
 	$(PY) -m hyperpod_dpd.monitoring.export --out dist/grafana
 	$(PY) -m hyperpod_dpd.synth_summary cdk.out
 
+# The type check runs beside the tests (two pytest workers; each test module stays on one worker, so its
+# module-scoped synth happens once); a type error fails the target after the tests have run.
 test: setup setup-checkov setup-system
 	$(PY) -m ruff check .
-	$(PY) scripts/typecheck.py
-	$(PY) -m pytest
+	@mkdir -p .cache
+	@$(PY) scripts/typecheck.py > .cache/typecheck.log 2>&1 & typecheck=$$!; \
+	$(PY) -m pytest -n 2 --dist loadfile; tests=$$?; \
+	if wait $$typecheck; then tail -1 .cache/typecheck.log; else cat .cache/typecheck.log; exit 1; fi; exit $$tests
 
 checkov: synth setup-checkov
 	BC_SKIP_MAPPING=TRUE $(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -d cdk.out -d dist/k8s --output cli

@@ -14,13 +14,20 @@ from cfnlint.api import ManualArgs, lint
 CFN_LINT_IGNORED = ["W3005", "W3010"]
 
 
+_LINTED: dict[tuple[str, str], list[str]] = {}  # (template JSON, Region) -> findings: the same template is linted once
+
+
 def cfn_lint_findings(templates: Mapping[tuple[str, str], dict[str, Any]], regions: Mapping[str, str]) -> list[str]:
     """One line per cfn-lint finding over ``(environment, stack part) -> template``, each linted in its Region."""
     problems = []
     for (env, part), template in sorted(templates.items()):
-        config = ManualArgs(regions=[regions[env]], ignore_checks=CFN_LINT_IGNORED)
-        for match in lint(json.dumps(template), config=config):
-            problems.append(f"{env}/{part}: {match.rule.id} {match.message} ({'/'.join(map(str, match.path))})")
+        text = json.dumps(template, sort_keys=True)
+        key = (text, regions[env])
+        if key not in _LINTED:
+            config = ManualArgs(regions=[regions[env]], ignore_checks=CFN_LINT_IGNORED)
+            _LINTED[key] = [f"{match.rule.id} {match.message} ({'/'.join(map(str, match.path))})"
+                            for match in lint(text, config=config)]
+        problems += [f"{env}/{part}: {finding}" for finding in _LINTED[key]]
     return problems
 
 
