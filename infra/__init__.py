@@ -15,12 +15,16 @@ from hyperpod_dpd.infra.guardrails import HyperPodDpdChecks, Settings, apply_gua
 from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
 from hyperpod_dpd.infra.hyperpod_dependencies import HyperPodDependencies
 from hyperpod_dpd.infra.inference_operator import InferenceOperator, ObservabilityOptions
+from hyperpod_dpd.infra.monitoring import DpdMonitoring
+from hyperpod_dpd.infra.observability import ObservabilityDestination
+from hyperpod_dpd.infra.operations_access import OperationsAccess
 from hyperpod_dpd.infra.platform import (
     HyperPodDpdPlatform,
     PlatformResources,
     availability_zone_context,
     availability_zones,
     build_endpoints,
+    build_network,
     build_platform,
 )
 
@@ -39,5 +43,9 @@ __all__ = [
     "availability_zone_context",
     "availability_zones",
     "build_endpoints",
+    "build_network",
     "build_platform",
+    "DpdMonitoring",
+    "ObservabilityDestination",
+    "OperationsAccess",
 ]

@@ -77,6 +77,8 @@ PERMISSIONS: tuple[Permission, ...] = (
                "generation; delete: the old ones); rollout abort (delete)"),
     Permission("router", "", "pods", ("list",), "smoke canary (the IEC's router pods)"),
     Permission("router", "", "pods/log", ("get",), "smoke canary (the router's decision lines)"),
+    Permission("router", "", "services/proxy", ("create",),
+               "rollout promote (smoke of the new generation's router through the API server's service proxy)"),
 )
 
 

@@ -67,6 +67,17 @@ def availability_zone_context(*configs: EnvironmentConfig) -> dict[str, list[str
     return {key: sorted(zones) for key, zones in context.items()}
 
 
+def build_network(scope: Construct, *, config: EnvironmentConfig) -> EfaNetwork:
+    """The environment's EFA network (created or adopted) as the child ``Network`` of ``scope``."""
+    return EfaNetwork(
+        scope, "Network",
+        gpu_availability_zone=config.network.gpu_availability_zone,
+        create=config.network.create,
+        existing=config.network.existing,
+        removal_policy=removal_policy(config),
+    )
+
+
 @dataclass(frozen=True)
 class PlatformResources:
     """What :func:`build_platform` created: EKS, the HyperPod dependencies, the HyperPod cluster and the operator."""
@@ -218,13 +229,7 @@ class HyperPodDpdPlatform(Construct):
             self.node.set_context(flag, value)
         self.config = config
         retain_stateful_resources(self, removal_policy(config))  # retain: every stateful resource, HyperPod included
-        self.network = EfaNetwork(
-            self, "Network",
-            gpu_availability_zone=config.network.gpu_availability_zone,
-            create=config.network.create,
-            existing=config.network.existing,
-            removal_policy=removal_policy(config),
-        )
+        self.network = build_network(self, config=config)
         parts = build_platform(self, config=config, network=self.network)
         self.access_logs = parts.access_logs
         self.eks = parts.eks

@@ -9,16 +9,10 @@ from constructs import Construct
 
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.infra.efa_network import EfaNetwork
-from hyperpod_dpd.stacks.naming import removal_policy
+from hyperpod_dpd.infra.platform import build_network
 
 
 class NetworkStack(cdk.Stack):
     def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, **kwargs: Any) -> None:
         super().__init__(scope, id, **kwargs)
-        self.network = EfaNetwork(
-            self, "Network",
-            gpu_availability_zone=config.network.gpu_availability_zone,
-            create=config.network.create,
-            existing=config.network.existing,
-            removal_policy=removal_policy(config),
-        )
+        self.network: EfaNetwork = build_network(self, config=config)

@@ -40,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                         help="how long promote waits for the new generation (default 3600)")
     parser.add_argument("--interval", type=float, default=15.0, metavar="SECONDS", help="poll interval (default 15)")
     parser.add_argument("--url", default=None,
-                        help="smoke the new generation at this URL (default: its in-cluster router Service)")
+                        help="smoke the new generation at this URL (default: its router Service, through the Kubernetes "
+                             "API server's service proxy, so it works from outside the cluster)")
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (self-signed router)")
     parser.set_defaults(func=run)
 
@@ -96,18 +97,25 @@ def _status_message(state: Any) -> str:
 def generation_checks(args: argparse.Namespace, env: Any, endpoint: Any, kube: Any, clients: Any) -> Any:
     """smoke (prompts and canary) and verify against one IEC generation; failure lines, empty when it passed."""
     from hyperpod_dpd.ops.canary import cluster_logs
-    from hyperpod_dpd.ops.endpoints import ROUTER_URL
+    from hyperpod_dpd.ops.endpoints import ROUTER_PORT, ROUTER_SERVICE, ROUTER_URL
     from hyperpod_dpd.ops.smoke import http_sender, run_smoke
     from hyperpod_dpd.ops.verify import Target, verify_endpoint
+    from hyperpod_dpd.ops.workloads import service_proxy_sender
 
     window = window_from_args(args)
     prometheus = prometheus_from_args(args, clients)
 
     def check(iec: str) -> list[str]:
         failures = []
-        url = args.url or ROUTER_URL.format(iec=iec, namespace=endpoint.namespace,
-                                            path=endpoint.invocation_path.lstrip("/"))
-        smoke = run_smoke(send=http_sender(url, insecure=args.insecure), endpoint=endpoint.name, transport="http",
+        path = endpoint.invocation_path.lstrip("/")
+        if args.url:
+            url, send, transport = args.url, http_sender(args.url, insecure=args.insecure), "http"
+        else:  # the new router has only an in-cluster name: reach it through the API server's service proxy
+            url = ROUTER_URL.format(iec=iec, namespace=endpoint.namespace, path=path)
+            send = service_proxy_sender(kube, service=ROUTER_SERVICE.format(iec=iec, namespace=endpoint.namespace),
+                                        port=ROUTER_PORT, path=path)
+            transport = "kubernetes-api"
+        smoke = run_smoke(send=send, endpoint=endpoint.name, transport=transport,
                           target=url, threshold=endpoint.routing.threshold, model=endpoint.model.name,
                           chat="chat/" in url, max_tokens=16,
                           canary=cluster_logs(kube, namespace=endpoint.namespace, iec=iec))

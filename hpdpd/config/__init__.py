@@ -1,6 +1,7 @@
 """Typed, validated environment configuration (``config/<env>.yaml``)."""
 
 from hyperpod_dpd.config.eks import EksConfig, SystemNodeGroup
+from hyperpod_dpd.config.eks_existing import ExistingEksCluster
 from hyperpod_dpd.config.environment import EnvironmentConfig
 from hyperpod_dpd.config.hyperpod import DependenciesChart, HyperPodConfig, InstanceGroup, Taint
 from hyperpod_dpd.config.loader import (
@@ -19,6 +20,7 @@ __all__ = [
     "DependenciesChart",
     "EksConfig",
     "EnvironmentConfig",
+    "ExistingEksCluster",
     "ExistingSubnet",
     "ExistingVpc",
     "HyperPodConfig",

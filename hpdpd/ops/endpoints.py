@@ -14,7 +14,9 @@ from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.ops.lookup import Lookup, look_up
 
 # The in-cluster router Service the operator creates for an IEC (SageMaker HyperPod DPD documentation); the docs call it with http on 443.
-ROUTER_URL = "http://{iec}-{namespace}-routing-service.hyperpod-inference-system.svc.cluster.local:443/{path}"
+ROUTER_SERVICE = "{iec}-{namespace}-routing-service"  # in hyperpod-inference-system (the operator's naming)
+ROUTER_PORT = 443
+ROUTER_URL = "http://" + ROUTER_SERVICE + ".hyperpod-inference-system.svc.cluster.local:" + str(ROUTER_PORT) + "/{path}"
 SAGEMAKER_IN_SERVICE = "InService"
 SAGEMAKER_FAILED = frozenset({"Failed", "UpdateRollbackFailed"})
 SAGEMAKER_ENDPOINT_PERMISSION = "sagemaker:DescribeEndpoint"

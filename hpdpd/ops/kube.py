@@ -217,11 +217,14 @@ class Kube:
                 raise
         return self._cache["api"]
 
-    def call(self, what: str, request: Callable[[Any], Any], *, permission: str | None = None) -> Any:
-        """Run ``request(api_client)`` (a call made with ``_preload_content=False``) and decode its JSON body."""
+    def call(self, what: str, request: Callable[[Any], Any], *, permission: str | None = None, raw: bool = False) -> Any:
+        """Run ``request(api_client)`` (a call made with ``_preload_content=False``) and decode its JSON body
+        (``raw``: return the unread response, for streaming)."""
         api = self.api_client()
         try:
             response = request(api)
+            if raw:
+                return response
             data = response.data if hasattr(response, "data") else response
         except Exception as exc:
             if _is_client_failure(exc):

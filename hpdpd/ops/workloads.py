@@ -10,7 +10,8 @@ and GPUs as ``nvidia.com/gpu``. Every call raises :class:`~hyperpod_dpd.ops.kube
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -236,3 +237,30 @@ def point_service(kube: Kube, *, namespace: str, name: str, external_name: str) 
     kube.call(f"PATCH service {namespace}/{name}", lambda api: _core(api).patch_namespaced_service(
         name, namespace, body, _preload_content=False, _request_timeout=kube.timeout),
         permission=f"patch on services in namespace {namespace}")
+
+
+# ---- an in-cluster Service, reached through the API server (rollout's checks from outside the cluster) ---------------
+
+
+def service_proxy_sender(kube: Kube, *, service: str, port: int, path: str, scheme: str = "http",
+                         timeout_seconds: float = 300.0) -> Callable[[bytes], Iterator[bytes]]:
+    """A smoke sender that POSTs to ``service`` in the operator's namespace through the API server's service proxy
+    (``/api/v1/namespaces/<ns>/services/<scheme>:<name>:<port>/proxy/<path>``), streaming the reply line by line.
+
+    The router Service of a new IEC generation has only an in-cluster DNS name; the proxy reaches it from wherever
+    the Kubernetes API does (a pipeline's CodeBuild, a laptop), with the caller's EKS identity.
+    """
+    resource = f"/api/v1/namespaces/{INFERENCE_NAMESPACE}/services/{scheme}:{service}:{port}/proxy/{path.lstrip('/')}"
+
+    def send(body: bytes) -> Iterator[bytes]:
+        response = kube.call(f"create {resource}", lambda api: api.call_api(
+            resource, "POST", header_params={"Content-Type": "application/json", "Accept": "text/event-stream"},
+            body=json.loads(body), auth_settings=["BearerToken"], _preload_content=False,
+            _return_http_data_only=True, _request_timeout=(10.0, timeout_seconds)),
+            permission=f"create on services/proxy in namespace {INFERENCE_NAMESPACE}", raw=True)
+        try:
+            yield from response
+        finally:
+            response.release_conn()
+
+    return send

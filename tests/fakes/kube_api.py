@@ -72,6 +72,7 @@ class FakeKube:
     faults: dict[str, Fault] = field(default_factory=dict)  # path prefix -> fault
     requests: list[tuple[str, str, Any]] = field(default_factory=list)  # (method, path with query, body)
     on_iec_created: Any = None  # callback(fake, document): e.g. make the new IEC's pods appear
+    proxy: Any = None  # callback(namespace, "scheme:service:port", path, body) -> the proxied reply (service proxy)
     authorizations: list[str] = field(default_factory=list)  # the Authorization header of each request
     lock: threading.RLock = field(default_factory=threading.RLock)
     url: str = ""
@@ -146,6 +147,11 @@ class FakeKube:
                 d for d in self.iecs.values() if _matches(d.get("metadata", {}).get("labels", {}), selector)]}
         if path.startswith(IEC_PREFIX):
             return self._iec(method, parts, selector, body)
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) >= 7 and parts[4] == "services" \
+                and parts[6] == "proxy" and method == "POST":  # /api/v1/namespaces/<ns>/services/<s:n:p>/proxy/<path>
+            if self.proxy is None:
+                return 503, self.status(503, f"no endpoints available for service {parts[5]}")
+            return 200, self.proxy(parts[3], parts[5], "/".join(parts[7:]), body)
         return 404, self.status(404, f"the server could not find the requested resource ({path})")
 
     def _log(self, namespace: str, pod: str, query: dict[str, str]) -> tuple[int, Any]:

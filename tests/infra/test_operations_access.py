@@ -124,12 +124,12 @@ def test_the_cluster_roles_grant_exactly_the_documented_rules(small) -> None:
                 for scope, name in ROLE_NAMES.items() for r in _rules(objects, "ClusterRole", name)}
     # THEN they hold the documented rules and nothing more
     assert rendered == documented
-    assert len(rendered) == len(PERMISSIONS) == 10
+    assert len(rendered) == len(PERMISSIONS) == 11
     # AND nothing is a wildcard, and no verb writes outside the rollout's IECs and client Service
     for _, groups, resources, verbs in rendered:
         assert "*" not in (*groups, *resources, *verbs)
     writers = {(resources, verbs) for _, _, resources, verbs in rendered if set(verbs) - {"get", "list"}}
-    assert writers == {(("services",), ("get", "patch")),
+    assert writers == {(("services",), ("get", "patch")), (("services/proxy",), ("create",)),
                        (("inferenceendpointconfigs",), ("get", "create", "delete"))}
     # AND no role can read secrets, exec into pods, bind or escalate
     assert not {"secrets", "pods/exec", "pods/portforward", "clusterroles", "rolebindings"} & {

@@ -99,6 +99,27 @@ def test_promote_switches_the_client_service_only_after_readiness_and_checks(
         ENDPOINT.name
 
 
+def test_without_a_url_the_new_router_is_smoked_through_the_api_servers_service_proxy(
+        cluster: Any, checks: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    fake, kubeconfig = cluster
+    _, metrics = checks
+    proxied: list[tuple[str, str, str]] = []
+
+    def router(namespace: str, service: str, path: str, body: Any) -> str:
+        proxied.append((namespace, service, path))
+        return "".join(f'data: {{"choices":[{{"delta":{{"content":"w{i}"}}}}]}}\n\n' for i in range(3)) + \
+            "data: [DONE]\n\n"
+
+    fake.proxy = router
+    # WHEN the configured generation is promoted from outside the cluster (no --url, as the pipeline runs it)
+    code, data, err = run_json(capsys, rollout("promote", kubeconfig, "--prometheus", metrics))
+    # THEN its router was reached through the API server, at the new generation's routing Service, and it was promoted
+    assert code == 0 and data["outcome"] == "promoted", err
+    assert len(proxied) == 3 and {p[:2] for p in proxied} == {
+        ("hyperpod-inference-system", f"http:{NEW}-{NS}-routing-service:443")}
+    assert proxied[0][2] == ENDPOINT.invocation_path.lstrip("/")
+
+
 def test_a_generation_that_fails_its_checks_is_not_promoted(cluster: Any, checks: tuple[str, str],
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     fake, kubeconfig = cluster
