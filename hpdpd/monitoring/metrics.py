@@ -128,6 +128,15 @@ METRICS: Mapping[str, Metric] = _catalogue(
            "Time the decoder's LMCache takes to retrieve a request's KV cache, i.e. to receive it from the prefiller "
            "(the decoder's 'Retrieved N out of N required tokens ... cost' log line; the DPD page's KV Transfer Time)",
            "LMCache/LMCache lmcache/observability.py", INFERENCE_LABELS),
+    Metric("kv_bytes", "vllm:nixl_bytes_transferred", "histogram", "bytes", Source.VLLM,
+           "Bytes of KV cache moved per NIXL transfer; with kv_transfer_time, the KV throughput `hpdpd verify` "
+           "measures against the EFA line rate",
+           "vllm-project/vllm docs 'NIXL KV Connector Metrics' (vllm/distributed/kv_transfer/kv_connector/v1/nixl)",
+           INFERENCE_LABELS),
+    Metric("kv_transfer_time", "vllm:nixl_xfer_time_seconds", "histogram", "s", Source.VLLM,
+           "Seconds per NIXL KV transfer (the denominator of the measured KV throughput)",
+           "vllm-project/vllm docs 'NIXL KV Connector Metrics' (vllm/distributed/kv_transfer/kv_connector/v1/nixl)",
+           INFERENCE_LABELS),
     Metric("xid", "DCGM_FI_DEV_XID_ERRORS", "gauge", "short", Source.DCGM,
            "Last XID error code a GPU reported (0: none)", f"{AWS_ALERT_RULES}, alert GPUXidError", (GPU, HOSTNAME)),
     Metric("ecc_dbe_volatile", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "short", Source.DCGM,

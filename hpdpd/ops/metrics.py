@@ -28,9 +28,13 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from hyperpod_dpd.monitoring.metrics import METRICS
+
 PROMETHEUS_ENV = "HPDPD_PROMETHEUS_URL"
-KV_BYTES_SERIES = "vllm[:_]nixl_bytes_transferred_sum"
-KV_SECONDS_SERIES = "vllm[:_]nixl_xfer_time_seconds_sum"
+# The names come from the one metric catalogue the alerts and the dashboard use (``_sum`` of each histogram; ``[:_]``
+# also matches the spelling an OpenTelemetry pipeline may write).
+KV_BYTES_SERIES = METRICS["kv_bytes"].name.replace(":", "[:_]") + "_sum"
+KV_SECONDS_SERIES = METRICS["kv_transfer_time"].name.replace(":", "[:_]") + "_sum"
 AMP_HOST = re.compile(r"^aps-workspaces\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 AMP_PERMISSION = "aps:QueryMetrics"
 WINDOW = re.compile(r"^(\d+)([smh])$")
