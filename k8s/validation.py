@@ -29,7 +29,7 @@ CRD_DIR = Path(__file__).resolve().parent / "crds"
 # kubernetes-validate reads its schema files (the definitions file alone is megabytes) on every call; the files never
 # change within a process, so read each once.
 if not hasattr(kubernetes_validate.utils.schema_contents, "cache_info"):
-    kubernetes_validate.utils.schema_contents = functools.lru_cache(maxsize=None)(  # type: ignore[assignment]
+    kubernetes_validate.utils.schema_contents = functools.lru_cache(maxsize=None)(
         kubernetes_validate.utils.schema_contents)
 _REQUIRED = re.compile(r"^'([^']+)' is a required property$")
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
