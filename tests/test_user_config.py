@@ -31,7 +31,7 @@ from tests.paths import ROOT, USER_CONFIG_DIR
 from tests.validators import cfn_lint_findings, report_violations, validation_report
 
 STATEFUL_MANIFEST = ROOT / "security" / "stateful-resources.json"
-ADDED = "perf"
+ADDED_ACCOUNTS = ("555555555555", "555555555556", "555555555557")
 
 
 @dataclass
@@ -42,6 +42,8 @@ class Checked:
     environments: dict[str, EnvironmentConfig]
     synthesized: Synthesized
     errors: list[str]
+    added: str | None = None  # the environment the test added, and the one it was copied from
+    source: str | None = None
 
 
 def _other_region(data: dict[str, Any]) -> str:
@@ -64,14 +66,18 @@ def _replace(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def _added_environment(config_dir: Path) -> dict[str, Any]:
+def _added_environment(config_dir: Path) -> tuple[str, str, dict[str, Any]]:
     """A copy of the first environment with endpoints (else the first one) in another account and Region, with
-    one more prefill node and replica and another routing threshold."""
+    one more prefill node and replica and another routing threshold: ``(new name, source name, data)``. The name and
+    the account are ones the directory does not use yet."""
     names = list_environments(config_dir)
     loaded = {n: yaml.safe_load((config_dir / f"{n}.yaml").read_text()) for n in names}
-    base = next((loaded[n] for n in names if loaded[n].get("endpoints")), loaded[names[0]])
+    source = next((n for n in names if loaded[n].get("endpoints")), names[0])
+    base = loaded[source]
     region = _other_region(base)
-    data = _replace(_replace(copy.deepcopy(base), base["region"], region), str(base["account"]), "555555555555")
+    name = next(f"added{i}" for i in range(len(names) + 1) if f"added{i}" not in names)
+    account = next(a for a in ADDED_ACCOUNTS if a not in {str(d["account"]) for d in loaded.values()})
+    data = _replace(_replace(copy.deepcopy(base), base["region"], region), str(base["account"]), account)
     data.pop("production", None)
     data["removal_policy"], data["termination_protection"] = "destroy", False
     for endpoint in data.get("endpoints", [])[:1]:
@@ -82,7 +88,7 @@ def _added_environment(config_dir: Path) -> dict[str, Any]:
         prefill["replicas"] = prefill.get("replicas", 1) + 1
         routing = endpoint.setdefault("routing", {})
         routing["threshold"] = 2048 if routing.get("threshold", 4096) != 2048 else 8192
-    return data
+    return name, source, data
 
 
 def _check(config_dir: Path, outdir: Path, context: dict[str, Any]) -> Checked:
@@ -101,10 +107,13 @@ def checked(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
             return _check(USER_CONFIG_DIR, tmp_path_factory.mktemp("user"), cdk_context)
     copied = tmp_path_factory.mktemp("changed") / "config"
     shutil.copytree(USER_CONFIG_DIR, copied)
-    (copied / f"{ADDED}.yaml").write_text(yaml.safe_dump(_added_environment(copied), sort_keys=False))
+    name, source, data = _added_environment(copied)
+    (copied / f"{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HPDPD_CONFIG_DIR", str(copied))
-        return _check(copied, tmp_path_factory.mktemp("changed-out"), cdk_context)
+        result = _check(copied, tmp_path_factory.mktemp("changed-out"), cdk_context)
+    result.added, result.source = name, source
+    return result
 
 
 def test_every_environment_file_loads_and_synthesizes(checked: Checked) -> None:
@@ -163,12 +172,10 @@ def test_retained_environments_retain_their_data(checked: Checked) -> None:
 
 
 def test_the_added_environment_is_really_different(checked: Checked) -> None:
-    if ADDED not in checked.environments:
+    if checked.added is None or checked.source is None:
         pytest.skip("the configuration as it is")
-    added = checked.environments[ADDED]
-    assert added.account == "555555555555"
-    others = [e for n, e in checked.environments.items() if n != ADDED]
+    added, source = checked.environments[checked.added], checked.environments[checked.source]
+    assert added.account in ADDED_ACCOUNTS and added.account != source.account
     if added.endpoints:
-        source = next(e for e in others if e.endpoints)
         assert added.endpoints[0].prefill.replicas == source.endpoints[0].prefill.replicas + 1
         assert added.endpoints[0].routing.threshold != source.endpoints[0].routing.threshold
