@@ -6,26 +6,26 @@ defaults (image, threshold, buffer, strategy) live in ``hyperpod_dpd.catalogue``
 
 from __future__ import annotations
 
+from hyperpod_dpd.catalogue.operator import (  # noqa: F401 - the shared names, as the charts use them
+    DPD_ROLE_LABEL,
+    DPD_ROLES,
+    ENDPOINT_LABEL,
+    GENERATION_LABEL,
+    GPU_RESOURCE,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+)
+
 # The vLLM worker as in the documented example: the server listens on 8000 and reads the weights the operator mounts.
 MODEL_PORT = 8000
 MODEL_PORT_NAME = "http"
 MODEL_VOLUME_NAME = "model-weights"
 MODEL_MOUNT_PATH = "/opt/ml/model"
 LISTEN_ALL = "0.0.0.0"  # noqa: S104 - vLLM must accept the operator's Nginx sidecar and the router
-GPU_RESOURCE = "nvidia.com/gpu"
 # Share of the host's vCPUs and memory a pod using all GPUs requests: the example asks 96 vCPU / 1024 GiB of
 # ml.p5.48xlarge's 192 / 2048, leaving room for the operator's sidecars, the device plugins and the kubelet.
 HOST_SHARE = 0.5
 
-# Labels the operator puts on DPD pods (documented: the DPD page selects pods with it).
-DPD_ROLE_LABEL = "inference.sagemaker.aws.amazon.com/dpd-role"
-DPD_ROLES = ("prefill", "decode")
-
-# Labels hyperpod-dpd puts on every object it renders.
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "hyperpod-dpd"
-ENDPOINT_LABEL = "hyperpod-dpd/endpoint"
-GENERATION_LABEL = "hyperpod-dpd/generation"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
 
 

@@ -17,7 +17,6 @@ import cdk8s
 import yaml
 
 from hyperpod_dpd.config import EnvironmentConfig, load_all
-from hyperpod_dpd.config.loader import selected_environments
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.k8s.charts import add_environment_charts
 
@@ -61,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--env", action="append", dest="envs", help="environment to write (repeatable; default: $HPDPD_ENVIRONMENTS, else all)")
     args = parser.parse_args(argv)
     try:
-        written = write_manifests(args.out, load_all(args.config_dir, args.envs or selected_environments()))
+        written = write_manifests(args.out, load_all(args.config_dir, args.envs))
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

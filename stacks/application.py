@@ -12,7 +12,6 @@ from typing import Any
 import aws_cdk as cdk
 
 from hyperpod_dpd.config import EnvironmentConfig, load_all
-from hyperpod_dpd.config.loader import selected_environments
 from hyperpod_dpd.config.pipeline import PipelineConfig, cross_check, pipeline_file, read_pipeline
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.infra.platform import availability_zone_context
@@ -105,11 +104,10 @@ def main(project_root: Path | None = None) -> int:
     """
     root = project_root or Path.cwd()
     try:
-        names = selected_environments()
         # Run by the CDK CLI, the context (cdk.json flags + cdk.context.json) arrives in the environment; run
         # directly (python app.py), read the same files so the same feature flags apply.
         launched_by_cli = any(v in os.environ for v in ("CDK_CONTEXT_JSON", "CONTEXT_OVERFLOW_LOCATION"))
-        app, stages = build_app(environments=names, project_root=root,
+        app, stages = build_app(project_root=root,
                                 context=None if launched_by_cli else cdk_json_context(root))
         print_warnings(stage.config for stage in stages.values())
         assembly = app.synth()
@@ -128,14 +126,12 @@ def main(project_root: Path | None = None) -> int:
     return 1 if errors else 0
 
 
-def check(argv: Sequence[str] | None = None) -> int:
+def check() -> int:
     """``python -m hyperpod_dpd.stacks.application --check``: validate the selected environments and the
     pipeline file without synthesizing (``make synth`` runs it before it touches ``cdk.out``)."""
     try:
-        names = selected_environments()
-        selected = load_all(None, names)
-        _pipeline_config(None, selected)
-        print_warnings(selected)
+        selected = load_all()  # $HPDPD_ENVIRONMENTS, else every environment
+        _pipeline_config(None, selected)  # warnings are printed once, by the synthesis that follows
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

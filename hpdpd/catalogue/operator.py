@@ -12,12 +12,24 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from hyperpod_dpd.catalogue.versions import AddonVersion, parse_addon_version
 
 INFERENCE_ADDON = "amazon-sagemaker-hyperpod-inference"
 INFERENCE_NAMESPACE = "hyperpod-inference-system"
+# The two DPD roles of an InferenceEndpointConfig (pdSpec.prefillSpec / decodeSpec), in that order.
+DpdRole = Literal["prefill", "decode"]
+DPD_ROLES: tuple[DpdRole, DpdRole] = ("prefill", "decode")
+# Kubernetes names shared by the charts (hyperpod_dpd.k8s) and the CLI (hyperpod_dpd.ops), which must not import
+# the charts' package (it starts cdk8s's jsii runtime).
+DPD_ROLE_LABEL = "inference.sagemaker.aws.amazon.com/dpd-role"  # the operator's label on DPD pods (DPD page)
+ENDPOINT_LABEL = "hyperpod-dpd/endpoint"  # hyperpod-dpd's labels on every object it renders
+GENERATION_LABEL = "hyperpod-dpd/generation"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "hyperpod-dpd"
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
 OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
 OBSERVABILITY_ADDON_VERSION = "v1.0.5-eksbuild.1"
 OBSERVABILITY_NAMESPACE = "hyperpod-observability"
@@ -225,6 +237,20 @@ MANAGED_VLLM_FLAGS = ("--model", "--host", "--port", "--tensor-parallel-size")
 # The router Service the operator creates per IEC, in its namespace: <iec>-<namespace>-routing-service:443.
 ROUTER_SERVICE_SUFFIX = "-routing-service"
 ROUTER_PORT = 443
+
+
+def router_service(iec: str, namespace: str) -> str:
+    """The router Service the operator creates for an IEC, in INFERENCE_NAMESPACE (SageMaker HyperPod DPD page)."""
+    return f"{iec}-{namespace}{ROUTER_SERVICE_SUFFIX}"
+
+
+def router_host(iec: str, namespace: str) -> str:
+    """The in-cluster DNS name of that Service (the docs call it with http on ROUTER_PORT)."""
+    return f"{router_service(iec, namespace)}.{INFERENCE_NAMESPACE}.svc.cluster.local"
+
+
+def router_url(iec: str, namespace: str, path: str) -> str:
+    return f"http://{router_host(iec, namespace)}:{ROUTER_PORT}/{path.lstrip('/')}"
 
 
 def operator_for_addon(version: str) -> OperatorRelease | None:

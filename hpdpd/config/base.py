@@ -13,7 +13,6 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationInfo, field_validator
 
 from hyperpod_dpd.catalogue.versions import AddonVersion, parse_addon_version
-from hyperpod_dpd.config.names import ResourceName as ResourceName  # re-exported; the name types live in names
 from hyperpod_dpd.errors import MISSING, Issue
 
 NumberKind = Literal["int", "float"]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, ValidationInfo, field_validator
 
 from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
+from hyperpod_dpd.catalogue.operator import DPD_ROLES
 from hyperpod_dpd.config.base import Model, join
 from hyperpod_dpd.config.hyperpod import HyperPodConfig, InstanceGroup
 from hyperpod_dpd.errors import Issue
@@ -31,7 +32,6 @@ from hyperpod_dpd.errors import Issue
 if TYPE_CHECKING:
     from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig, RoleConfig
 
-DPD_ROLES: tuple[DpdRole, DpdRole] = ("prefill", "decode")
 # Prefill replicas per decode replica. platform.md §6 (from the DPD documentation and blog): start at 1:1 for balanced
 # traffic, 2:1 or 3:1 for prefill-heavy traffic, and one decoder per endpoint with several prefillers. The default
 # ceiling allows one step beyond 3:1 for prefill bursts under autoscaling; the floor keeps a prefiller per decoder.

@@ -15,9 +15,8 @@ from hyperpod_dpd.config.base import (
     addon_version_issues,
     join,
     pattern,
-    quoted_choice,
 )
-from hyperpod_dpd.config.eks_existing import ExistingEksCluster, partition_of
+from hyperpod_dpd.config.eks_existing import ROLE_ARN, EksVersion, ExistingEksCluster, partition_of
 from hyperpod_dpd.config.names import EksClusterName
 from hyperpod_dpd.errors import MISSING, Issue
 
@@ -31,7 +30,7 @@ CREATION_KEYS = {
 # The roles of eks.operations_principals: an access entry each, in the Kubernetes group the toolkit's operations RBAC
 # binds (infra/operations_access.py). Roles only: the pipeline's checks and operators assume roles.
 IamRoleArn = Annotated[str, pattern(
-    r"arn:aws(-cn|-us-gov)?:iam::\d{12}:role(/[\w+=,.@-]+)*/[\w+=,.@-]{1,64}",
+    ROLE_ARN.pattern,
     "an IAM role ARN such as 'arn:aws:iam::111111111111:role/hpdpd-pipeline-checks' (names of at most 64 characters)")]
 
 
@@ -52,9 +51,7 @@ class SystemNodeGroup(Model):
 
 class EksConfig(Model):
     cluster_name: EksClusterName
-    version: Annotated[str, quoted_choice(EKS_VERSIONS, example=DEFAULT_EKS_VERSION,
-                                          rule=f"must be one of {', '.join(EKS_VERSIONS)} (the versions HyperPod supports)")] \
-        = DEFAULT_EKS_VERSION
+    version: EksVersion = DEFAULT_EKS_VERSION
     existing: ExistingEksCluster | None = None
     endpoint_access: Literal["public_and_private", "private"] = "public_and_private"
     # Required with a public endpoint (no default: an API open to the internet is a decision, not an accident).

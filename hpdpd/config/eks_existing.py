@@ -28,7 +28,7 @@ CORE_ADDON_NAMES: tuple[str, ...] = tuple(a.name for a in CORE_ADDONS)
 _PARTITION = r"arn:(?P<partition>aws|aws-cn|aws-us-gov)"
 _OIDC_ARN = re.compile(_PARTITION + r":iam::(?P<account>\d{12}):oidc-provider/"
                        r"(?P<issuer>oidc\.eks\.(?P<region>[a-z]{2}(-gov)?-[a-z]+-\d)\.amazonaws\.com(\.cn)?/id/[0-9A-Za-z]{1,64})")
-_ROLE_ARN = re.compile(_PARTITION + r":iam::(?P<account>\d{12}):role/(?P<path>([\w+=,.@-]+/)*)(?P<name>[\w+=,.@-]{1,64})")
+ROLE_ARN = re.compile(_PARTITION + r":iam::(?P<account>\d{12}):role/(?P<path>([\w+=,.@-]+/)*)(?P<name>[\w+=,.@-]{1,64})")
 
 EksVersion = Annotated[str, quoted_choice(
     EKS_VERSIONS, example=DEFAULT_EKS_VERSION, rule=f"must be one of {', '.join(EKS_VERSIONS)} (the versions HyperPod supports)")]
@@ -36,7 +36,7 @@ OidcProviderArn = Annotated[str, pattern(
     _OIDC_ARN.pattern, "an IAM OIDC provider ARN of an EKS cluster such as "
     "'arn:aws:iam::111111111111:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/0123456789ABCDEF0123456789ABCDEF'")]
 RoleArn = Annotated[str, pattern(
-    _ROLE_ARN.pattern, "an IAM role ARN such as 'arn:aws:iam::111111111111:role/eks-kubectl' (names of at most 64 characters)")]
+    ROLE_ARN.pattern, "an IAM role ARN such as 'arn:aws:iam::111111111111:role/eks-kubectl' (names of at most 64 characters)")]
 SecurityGroupId = Annotated[str, pattern(r"sg-[0-9a-f]{8,17}", "a security group id such as 'sg-0123456789abcdef0'")]
 SubnetId = Annotated[str, pattern(r"subnet-[0-9a-f]{8,17}", "a subnet id such as 'subnet-0123456789abcdef0'")]
 
@@ -89,7 +89,7 @@ class ExistingEksCluster(Model):
                    where: str = "the environment's") -> Iterator[Issue]:
         """The ARNs must be of ``account`` and of the partition of ``region``, the OIDC provider of ``region``
         (None: not known, not checked)."""
-        for key, regex in (("oidc_provider_arn", _OIDC_ARN), ("kubectl_role_arn", _ROLE_ARN)):
+        for key, regex in (("oidc_provider_arn", _OIDC_ARN), ("kubectl_role_arn", ROLE_ARN)):
             value = getattr(self, key)
             match = regex.fullmatch(value)
             assert match is not None

@@ -12,6 +12,7 @@ from hyperpod_dpd.catalogue.models import model_by_name
 from hyperpod_dpd.catalogue.operator import (
     DOCUMENTED_IMAGE_VLLM,
     DPD_FIXED_ENVIRONMENT,
+    DPD_ROLES,
     DPD_WORKER_IMAGES,
     IEC_EXTENSION_FIELDS,
     KVAWARE_INVOCATION_PATHS,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from hyperpod_dpd.config.hyperpod import InstanceGroup
 
 GENERATION_LENGTH = 6  # hex characters of the immutable-field hash in the IEC name
-ROLES: tuple[DpdRole, DpdRole] = ("prefill", "decode")
 
 
 def endpoint_issues(endpoint: EndpointConfig, root: Any, path: str) -> Iterator[Issue]:
@@ -103,14 +103,14 @@ def _local_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
                     f"may total at most {room} characters")
     prefill_image, decode_image = e.role_image("prefill"), e.role_image("decode")
     if prefill_image != decode_image:
-        role, other = ROLES[::-1] if e.decode.image else ROLES
+        role, other = DPD_ROLES[::-1] if e.decode.image else DPD_ROLES
         yield Issue(join(path, f"{role}.image"), e.role_image(role),
                     f"must equal the {other} image ({e.role_image(other)}): prefiller and decoder must run the "
                     "same image (the IEC has one worker.image; LMCache and NIXL versions must match)")
     yield from _environment_variable_issues(e, path)
     for where, args in (("args", e.args), ("prefill.args", e.prefill.args), ("decode.args", e.decode.args)):
         yield from managed_flag_issues(join(path, where), args)
-    for role in ROLES:
+    for role in DPD_ROLES:
         config = e.role(role)
         scaling = config.autoscaling
         if scaling and not scaling.min_replicas <= config.replicas <= scaling.max_replicas:
@@ -182,7 +182,7 @@ def _group_issues(e: EndpointConfig, root: Any, path: str) -> Iterator[Issue]:
     if next(iter(root.hyperpod.issues(root, "hyperpod")), None) is not None:
         return
     groups: dict[str, InstanceGroup] = {g.name: g for g in root.hyperpod.instance_groups}
-    for role in ROLES:
+    for role in DPD_ROLES:
         config = e.role(role)
         if config.instance_group is None:
             yield from _role_only_issues(e, role, root.hyperpod.groups(role), path)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, field_validator, model_validator
 
-from hyperpod_dpd.catalogue.operator import IEC_EXTENSION_FIELDS
+from hyperpod_dpd.catalogue.operator import DPD_ROLES, IEC_EXTENSION_FIELDS
 from hyperpod_dpd.config.base import Model
 from hyperpod_dpd.config.hyperpod import InstanceGroup, Taint
 from hyperpod_dpd.config.names import label_key_problem, label_value_problem
@@ -27,7 +27,6 @@ TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 # Taints that keep pods off a node (PreferNoSchedule only discourages the scheduler).
 BLOCKING_EFFECTS: tuple[str, ...] = ("NoSchedule", "NoExecute")
 ANNOTATIONS_MAX_BYTES = 256 * 1024  # Kubernetes: all annotations of an object together (TotalAnnotationSizeLimitB)
-_ROLES: tuple[DpdRole, DpdRole] = ("prefill", "decode")
 TOLERATIONS_RELEASE = IEC_EXTENSION_FIELDS["spec.tolerations"].introduced  # the operator release that added them
 
 
@@ -129,7 +128,7 @@ class GroupTaint:
 
 def group_taints(endpoint: EndpointConfig, hyperpod: HyperPodConfig) -> Iterator[GroupTaint]:
     """Every taint of the groups the prefill and decode roles run on, prefill first."""
-    for role in _ROLES:
+    for role in DPD_ROLES:
         for group in role_groups(endpoint, hyperpod, role):
             for taint in group.taints:
                 yield GroupTaint(role, group, taint)

@@ -25,11 +25,12 @@ from hyperpod_dpd.catalogue.operator import (
     DEFAULT_ROUTING_THRESHOLD,
     DEFAULT_WORKER_IMAGE,
     DPD_FIXED_ENVIRONMENT,
-    INFERENCE_NAMESPACE,
     PD_BUFFER_SIZE_VARIABLE,
-    ROUTER_SERVICE_SUFFIX,
+    DpdRole,
     supports,
 )
+from hyperpod_dpd.catalogue.operator import router_host as operator_router_host
+from hyperpod_dpd.catalogue.operator import router_service as operator_router_service
 from hyperpod_dpd.config.alerts import SloConfig
 from hyperpod_dpd.config.base import AvailabilityZone, Cidr, Model
 from hyperpod_dpd.config.capacity import ReplicaRatio
@@ -78,7 +79,6 @@ from hyperpod_dpd.config.names import (
 from hyperpod_dpd.errors import ConfigError, Issue
 
 RoutingStrategy = Literal["prefixaware", "kvaware", "session", "roundrobin"]
-DpdRole = Literal["prefill", "decode"]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -355,12 +355,12 @@ class EndpointConfig(Model):
 
     @property
     def router_service_name(self) -> str:
-        return f"{self.resource_name}-{self.namespace}{ROUTER_SERVICE_SUFFIX}"
+        return operator_router_service(self.resource_name, self.namespace)
 
     @property
     def router_host(self) -> str:
         """The operator's router Service (http on port 443, as in the SageMaker HyperPod DPD documentation)."""
-        return f"{self.router_service_name}.{INFERENCE_NAMESPACE}.svc.cluster.local"
+        return operator_router_host(self.resource_name, self.namespace)
 
     @property
     def client_service_host(self) -> str:

@@ -12,6 +12,7 @@ from hyperpod_dpd.catalogue.regions import HYPERPOD_REGIONS
 from hyperpod_dpd.config.alerts import AlertsConfig
 from hyperpod_dpd.config.base import AccountId, Model, Region, join
 from hyperpod_dpd.config.eks import EksConfig
+from hyperpod_dpd.config.eks_existing import partition_of
 from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.config.hyperpod import HyperPodConfig
 from hyperpod_dpd.config.network import NetworkConfig
@@ -121,8 +122,4 @@ class EnvironmentConfig(Model):
 
     @property
     def partition(self) -> str:
-        if self.region.startswith("cn-"):
-            return "aws-cn"
-        if self.region.startswith("us-gov-"):
-            return "aws-us-gov"
-        return "aws"
+        return partition_of(self.region)

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES
+from hyperpod_dpd.catalogue.operator import DPD_ROLES
 from hyperpod_dpd.catalogue.versions import HYPERPOD_CHART_VERSION
 from hyperpod_dpd.config.base import AvailabilityZone, Model, join
 from hyperpod_dpd.config.names import (
@@ -20,7 +21,7 @@ from hyperpod_dpd.config.names import (
 from hyperpod_dpd.errors import Issue
 
 Role = Literal["prefill", "decode", "system"]
-GPU_ROLES: frozenset[str] = frozenset({"prefill", "decode"})
+GPU_ROLES: frozenset[str] = frozenset(DPD_ROLES)
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
 
 MAX_INSTANCES = 6758  # InstanceCount and MinInstanceCount of AWS::SageMaker::Cluster: 0-6758

@@ -60,10 +60,6 @@ _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 def display_path(path: Path) -> str:
     """A path as error messages show it: relative to the current directory when it is below it."""
-    return _display(path)
-
-
-def _display(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
@@ -135,7 +131,7 @@ def issues_from_validation(error: ValidationError, model: type[BaseModel]) -> li
 
 
 def read_yaml(path: Path) -> Any:
-    source = _display(path)
+    source = display_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -174,9 +170,9 @@ def parse_environment(data: Any, *, name: str, source: str, base_dir: Path) -> E
 RESERVED_NAMES = ("pipeline",)
 
 
-def selected_environments(value: str | None = None) -> list[str] | None:
+def selected_environments() -> list[str] | None:
     """``HPDPD_ENVIRONMENTS=dev,staging`` -> ``["dev", "staging"]``; unset or empty -> None (every environment)."""
-    value = os.environ.get("HPDPD_ENVIRONMENTS") if value is None else value
+    value = os.environ.get("HPDPD_ENVIRONMENTS")
     if not value:
         return None
     return [name.strip() for name in value.split(",") if name.strip()] or None
@@ -190,20 +186,21 @@ def load_environment(name: str, directory: Path | None = None) -> EnvironmentCon
     """Load ``<config dir>/<name>.yaml``; every problem is a :class:`ConfigError` naming file, field and value."""
     directory = config_dir(directory)
     path = directory / f"{name}.yaml"
-    source = _display(path)
+    source = display_path(path)
     if name in RESERVED_NAMES:
         available = ", ".join(list_environments(directory)) or "none"
         raise ConfigError.single(source, "<file>", name, "reserved for the promotion pipeline's settings, not an "
                                  f"environment; available environments: {available}")
     if not path.is_file():
         available = ", ".join(list_environments(directory)) or "none"
-        hint = "" if directory.is_dir() else f" (no directory {_display(directory)}: pass --config-dir or set {CONFIG_DIR_VARIABLE})"
+        hint = "" if directory.is_dir() else f" (no directory {display_path(directory)}: pass --config-dir or set {CONFIG_DIR_VARIABLE})"
         raise ConfigError.single(source, "<file>", name,
                                  f"no such environment file; available environments: {available}{hint}")
     return parse_environment(read_yaml(path), name=name, source=source, base_dir=directory.parent)
 
 
 def load_all(directory: Path | None = None, names: list[str] | None = None) -> list[EnvironmentConfig]:
-    """Load several environments; all of them are validated before anything is synthesized."""
+    """Load ``names`` (default: ``$HPDPD_ENVIRONMENTS``, else every environment of the directory); all of them are
+    validated before anything is synthesized."""
     directory = config_dir(directory)
-    return [load_environment(n, directory) for n in (names or list_environments(directory))]
+    return [load_environment(n, directory) for n in (names or selected_environments() or list_environments(directory))]

@@ -177,8 +177,6 @@ HyperPodClusterName = Annotated[str, checked_name(HYPERPOD_NAME, f"a HyperPod cl
                                                   max_length=63)]
 InstanceGroupName = Annotated[str, checked_name(
     HYPERPOD_NAME, f"a HyperPod instance group name: {HYPERPOD_NAME_RULE}", max_length=63)]
-# Any other name with HyperPod's rule (kept for callers that name no particular resource).
-ResourceName = Annotated[str, checked_name(HYPERPOD_NAME, HYPERPOD_NAME_RULE, max_length=63)]
 EksClusterName = Annotated[str, checked_name(
     r"[0-9A-Za-z][A-Za-z0-9_-]*",
     "an EKS cluster name: 1-100 letters, digits, hyphens and underscores, starting with a letter or digit",

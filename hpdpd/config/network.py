@@ -89,10 +89,14 @@ class NetworkConfig(Model):
 
     @property
     def availability_zones(self) -> tuple[str, ...]:
+        """Every AZ the network uses, sorted: the created VPC's, or the adopted subnets', and the GPU AZ."""
         if self.create:
-            return self.create.availability_zones
-        assert self.existing
-        return tuple(sorted({s.availability_zone for s in self.existing.private_subnets}))
+            zones = set(self.create.availability_zones)
+        else:
+            assert self.existing
+            existing = self.existing
+            zones = {s.availability_zone for s in (*existing.private_subnets, *existing.public_subnets, existing.gpu_subnet)}
+        return tuple(sorted({*zones, self.gpu_availability_zone}))
 
     def issues(self, root: Any, path: str) -> Iterator[Issue]:
         if not self.gpu_availability_zone.startswith(root.region):

@@ -17,14 +17,14 @@ from pydantic import Field, ValidationError
 from hyperpod_dpd.config.base import AccountId, Model, Region, join, pattern
 from hyperpod_dpd.config.environment import EnvironmentConfig
 from hyperpod_dpd.config.loader import (
-    _display,
+    config_dir as resolve_config_dir,
+)
+from hyperpod_dpd.config.loader import (
+    display_path,
     issues_from_validation,
     list_environments,
     load_all,
     read_yaml,
-)
-from hyperpod_dpd.config.loader import (
-    config_dir as resolve_config_dir,
 )
 from hyperpod_dpd.errors import ConfigError, Issue
 
@@ -185,7 +185,7 @@ def pipeline_file(config_dir: Path | None = None) -> Path:
 def read_pipeline(config_dir: Path | None = None) -> PipelineConfig:
     """``<config_dir>/pipeline.yaml`` on its own: types, duplicates, roles, and that each named environment exists."""
     path = pipeline_file(config_dir)
-    source = _display(path)
+    source = display_path(path)
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError.single(source, "<root>", data, "must be a mapping of pipeline settings")
@@ -204,7 +204,7 @@ def cross_check(config: PipelineConfig, environments: Sequence[EnvironmentConfig
     """The pipeline against the environments it deploys (smoke needs endpoints, roles in the right account)."""
     problems = list(config.environment_issues(list_environments(config_dir), {e.name: e for e in environments}))
     if problems:
-        raise ConfigError(_display(pipeline_file(config_dir)), problems)
+        raise ConfigError(display_path(pipeline_file(config_dir)), problems)
 
 
 def load_pipeline(

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_dpd.config import EnvironmentConfig, load_all
-from hyperpod_dpd.config.loader import selected_environments
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.monitoring.dashboard import render
 
@@ -52,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="environment to write (repeatable; default: $HPDPD_ENVIRONMENTS, else all)")
     args = parser.parse_args(argv)
     try:
-        written = write_dashboards(args.out, load_all(args.config_dir, args.envs or selected_environments()))
+        written = write_dashboards(args.out, load_all(args.config_dir, args.envs))
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
