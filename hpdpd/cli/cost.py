@@ -28,7 +28,7 @@ def cost_report(env: Any) -> dict[str, Any]:
     overrides = dict(env.cost.prices)
     groups, unpriced = [], []
     for group in env.hyperpod.instance_groups:
-        if group.role not in ("prefill", "decode"):
+        if not group.is_gpu:
             continue
         found = price(group.instance_type, overrides)
         if found is None:

@@ -47,13 +47,13 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 
 def run(args: argparse.Namespace) -> int:
-    from hyperpod_dpd.ops.endpoints import select_endpoints
-    from hyperpod_dpd.ops.kube import KubeError
+    from hyperpod_dpd.ops.endpoints import configured_endpoints, select_endpoints
+    from hyperpod_dpd.ops.kube import ClusterNotFound, KubeError
     from hyperpod_dpd.ops.metrics import MetricsError
     from hyperpod_dpd.ops.rollout import Promotion, abort, read_state, render_manifest
 
     env = load_environment_from_args(args)
-    (endpoint,) = select_endpoints(tuple(getattr(env, "endpoints", ()) or ()), args.endpoint)
+    (endpoint,) = select_endpoints(configured_endpoints(env), args.endpoint)
     clients = factory_from_args(args, default_region=env.region)
     kube = kube_from_args(args, env, clients)
     try:
@@ -72,10 +72,10 @@ def run(args: argparse.Namespace) -> int:
                                   interval_seconds=args.interval)
             result = promotion.run()
             ok, data = result.ok, result.to_json()
+    except ClusterNotFound as exc:  # the first deploy creates the cluster
+        print(f"{exc.reason}: nothing to roll out", file=sys.stderr)
+        return 0 if args.action != "status" else 1
     except KubeError as exc:
-        if exc.not_found and exc.reason.startswith("EKS cluster"):  # the first deploy creates the cluster
-            print(f"{exc.reason}: nothing to roll out", file=sys.stderr)
-            return 0 if args.action != "status" else 1
         raise blocked(f"{args.action} the rollout of {endpoint.name}", exc) from None
     except MetricsError as exc:
         raise blocked(f"{args.action} the rollout of {endpoint.name}", exc) from None
@@ -96,8 +96,8 @@ def _status_message(state: Any) -> str:
 
 def generation_checks(args: argparse.Namespace, env: Any, endpoint: Any, kube: Any, clients: Any) -> Any:
     """smoke (prompts and canary) and verify against one IEC generation; failure lines, empty when it passed."""
+    from hyperpod_dpd.catalogue.operator import ROUTER_PORT, router_service, router_url
     from hyperpod_dpd.ops.canary import cluster_logs
-    from hyperpod_dpd.ops.endpoints import ROUTER_PORT, ROUTER_SERVICE, ROUTER_URL
     from hyperpod_dpd.ops.smoke import http_sender, run_smoke
     from hyperpod_dpd.ops.verify import Target, verify_endpoint
     from hyperpod_dpd.ops.workloads import service_proxy_sender
@@ -111,8 +111,8 @@ def generation_checks(args: argparse.Namespace, env: Any, endpoint: Any, kube: A
         if args.url:
             url, send, transport = args.url, http_sender(args.url, insecure=args.insecure), "http"
         else:  # the new router has only an in-cluster name: reach it through the API server's service proxy
-            url = ROUTER_URL.format(iec=iec, namespace=endpoint.namespace, path=path)
-            send = service_proxy_sender(kube, service=ROUTER_SERVICE.format(iec=iec, namespace=endpoint.namespace),
+            url = router_url(iec, endpoint.namespace, path)
+            send = service_proxy_sender(kube, service=router_service(iec, endpoint.namespace),
                                         port=ROUTER_PORT, path=path)
             transport = "kubernetes-api"
         smoke = run_smoke(send=send, endpoint=endpoint.name, transport=transport,

@@ -10,13 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hyperpod_dpd.catalogue.operator import router_url as catalogue_router_url
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.ops.lookup import Lookup, look_up
 
-# The in-cluster router Service the operator creates for an IEC (SageMaker HyperPod DPD documentation); the docs call it with http on 443.
-ROUTER_SERVICE = "{iec}-{namespace}-routing-service"  # in hyperpod-inference-system (the operator's naming)
-ROUTER_PORT = 443
-ROUTER_URL = "http://" + ROUTER_SERVICE + ".hyperpod-inference-system.svc.cluster.local:" + str(ROUTER_PORT) + "/{path}"
 SAGEMAKER_IN_SERVICE = "InService"
 SAGEMAKER_FAILED = frozenset({"Failed", "UpdateRollbackFailed"})
 SAGEMAKER_ENDPOINT_PERMISSION = "sagemaker:DescribeEndpoint"
@@ -54,8 +51,7 @@ def iec_name(endpoint: EndpointLike) -> str:
 
 def router_url(endpoint: EndpointLike) -> str:
     """The router Service URL, reachable only from inside the cluster (or through a port-forward of it)."""
-    return ROUTER_URL.format(iec=iec_name(endpoint), namespace=endpoint.namespace,
-                             path=endpoint.invocation_path.lstrip("/"))
+    return catalogue_router_url(iec_name(endpoint), endpoint.namespace, endpoint.invocation_path)
 
 
 def select_endpoints(endpoints: tuple[EndpointLike, ...], name: str | None) -> tuple[EndpointLike, ...]:

@@ -51,6 +51,10 @@ class KubeError(Exception):
         return self.cause in TRANSIENT_CAUSES
 
 
+class ClusterNotFound(KubeError):
+    """EKS authentication found no such cluster: there is nothing to read yet (the first deploy creates it)."""
+
+
 def describe_failure(exc: BaseException, what: str, *, permission: str | None = None) -> KubeError:
     """Classify an exception of the ``kubernetes`` client (or of urllib3 beneath it) as a :class:`KubeError`."""
     from kubernetes.client.exceptions import ApiException
@@ -118,9 +122,9 @@ class EksAccess:
         from botocore.exceptions import BotoCoreError, ClientError
         from kubernetes import client
 
-        from hyperpod_dpd.aws import is_credentials_error, is_not_found
+        from hyperpod_dpd.aws import is_credentials_error
         from hyperpod_dpd.ops.eks_auth import DESCRIBE_PERMISSION, TokenSource, describe_endpoint, sts_client
-        from hyperpod_dpd.ops.lookup import aws_cause, aws_reason
+        from hyperpod_dpd.ops.lookup import Lookup, from_aws_error
 
         try:
             endpoint = describe_endpoint(self.clients.client("eks"), self.cluster_name)
@@ -129,11 +133,10 @@ class EksAccess:
         except (ClientError, BotoCoreError) as exc:
             if is_credentials_error(exc):
                 raise
-            if is_not_found(exc):
-                raise KubeError(f"EKS cluster {self.cluster_name} not found", "error", not_found=True) from None
-            cause = aws_cause(exc)
-            need = f"; needs {DESCRIBE_PERMISSION}" if cause == "access_denied" else ""
-            raise KubeError(aws_reason(exc) + need, cause) from None
+            read: Lookup[Any] = from_aws_error(exc, permission=DESCRIBE_PERMISSION)
+            if read.absent:
+                raise ClusterNotFound(f"EKS cluster {self.cluster_name} not found", "error", not_found=True) from None
+            raise KubeError(read.reason, read.cause or "error") from None
         config = client.Configuration()
         config.host = endpoint.host
         if endpoint.ca_pem:

@@ -22,12 +22,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE
+from hyperpod_dpd.catalogue.operator import ENDPOINT_LABEL, INFERENCE_NAMESPACE
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
 # The label EndpointChart puts on every object of an endpoint; the same value as hyperpod_dpd.k8s.defaults
 # (importing that package would start cdk8s's jsii runtime; tests/hpdpd/ops/test_status_netpol.py checks they agree).
-ENDPOINT_LABEL = "hyperpod-dpd/endpoint"
 Manifest = Mapping[str, Any]
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE
+from hyperpod_dpd.catalogue.operator import router_host
 from hyperpod_dpd.ops.kube import Kube, KubeError, parse_iec
 from hyperpod_dpd.ops.workloads import (
     create_iec,
@@ -32,13 +32,7 @@ from hyperpod_dpd.ops.workloads import (
     requested_gpus,
 )
 
-ROUTER_SUFFIX = "-routing-service"
 Outcome = Literal["steady", "nothing", "promoted", "aborted", "refused", "failed", "timeout", "pending", "in-progress"]
-
-
-def router_host(iec: str, namespace: str) -> str:
-    """The operator's router Service of an IEC (SageMaker HyperPod DPD documentation)."""
-    return f"{iec}-{namespace}{ROUTER_SUFFIX}.{INFERENCE_NAMESPACE}.svc.cluster.local"
 
 
 @dataclass(frozen=True, kw_only=True)

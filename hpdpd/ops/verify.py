@@ -18,12 +18,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hyperpod_dpd.catalogue.operator import DPD_ROLES
 from hyperpod_dpd.ops.kube import Kube, get_iec, parse_iec
 from hyperpod_dpd.ops.metrics import Prometheus, Throughput, log_throughput, prometheus_throughput
 from hyperpod_dpd.ops.workloads import Node, Pod, dpd_pods, nodes, pod_log, warning_events
 
 Status = Literal["pass", "warn", "fail"]
-ROLES = ("prefill", "decode")
 BACKEND_LINE = re.compile(r"Backend (\w+) was instantiated")
 EFA_CAUSE = ("EFA is not in use (platform docs section 19, 'KV throughput < 1 GB/s'): nodes not EFA-capable, not in "
              "the same AZ, no EFA resources ('kubectl describe node <node> | grep efa'), or the image lacks "
@@ -129,7 +129,7 @@ def zone_check(pods: Sequence[Pod], cluster: dict[str, Node]) -> Check:
 
 
 def node_check(pods: Sequence[Pod]) -> Check:
-    by_role = {role: {p.node for p in pods if p.role == role and p.node} for role in ROLES}
+    by_role = {role: {p.node for p in pods if p.role == role and p.node} for role in DPD_ROLES}
     shared = sorted(by_role["prefill"] & by_role["decode"])
     if shared:
         return Check(name="separate-nodes", status="fail", detail=f"prefill and decode share node {', '.join(shared)}",
@@ -239,13 +239,13 @@ def verify_endpoint(kube: Kube, target: Target) -> VerifyReport:
     pods = dpd_pods(kube, namespace=e.namespace, iec=iec)
     cluster = nodes(kube)
     events = warning_events(kube, namespace=e.namespace, names={p.name for p in pods}) if pods else []
-    by_role = {role: [p for p in pods if p.role == role] for role in ROLES}
-    for role in ROLES:
+    by_role = {role: [p for p in pods if p.role == role] for role in DPD_ROLES}
+    for role in DPD_ROLES:
         rows.append(pods_check(role, by_role[role], e.role(role).replicas, events))
     running = [p for p in pods if p.running]
     rows += [zone_check(running, cluster), node_check(running)]
     rows += [efa_check(role, [p for p in running if p.role == role], cluster, e.instance.efa_interfaces)
-             for role in ROLES]
+             for role in DPD_ROLES]
     logs = {p.name: pod_log(kube, p, tail_lines=2000) for p in _first_per_role(running)}
     rows.append(backend_check(_first_per_role(running), logs))
     measured, sources = _throughput(kube, target, running)
@@ -273,7 +273,7 @@ def _first_per_role(pods: Iterable[Pod]) -> list[Pod]:
     chosen: dict[str, Pod] = {}
     for pod in pods:
         chosen.setdefault(pod.role or "", pod)
-    return [chosen[r] for r in ROLES if r in chosen]
+    return [chosen[r] for r in DPD_ROLES if r in chosen]
 
 
 def _throughput(kube: Kube, target: Target, running: Sequence[Pod]) -> tuple[Throughput | None, str]:

@@ -15,18 +15,17 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE
+from hyperpod_dpd.catalogue.operator import (
+    DPD_ROLE_LABEL,
+    EFA_RESOURCE,
+    ENDPOINT_LABEL,
+    GENERATION_LABEL,  # noqa: F401 - one set of names with the charts (tests/hpdpd/ops/test_kube.py)
+    GPU_RESOURCE,
+    INFERENCE_NAMESPACE,
+)
 from hyperpod_dpd.ops.kube import IEC_GROUP, IEC_PLURAL, IEC_VERSION, Kube, iec_path
 
-# The same values as hyperpod_dpd.k8s.defaults (importing that package would start cdk8s's jsii runtime; a test
-# checks that they agree).
-DPD_ROLE_LABEL = "inference.sagemaker.aws.amazon.com/dpd-role"
-ENDPOINT_LABEL = "hyperpod-dpd/endpoint"
-GENERATION_LABEL = "hyperpod-dpd/generation"
-GPU_RESOURCE = "nvidia.com/gpu"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
 ZONE_LABEL = "topology.kubernetes.io/zone"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 ROUTER_CONTAINER = "router-container"
 DONE_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -203,10 +202,6 @@ def endpoint_iecs(kube: Kube, *, namespace: str, endpoint: str) -> list[dict[str
         permission=f"list on {IEC_PLURAL}.{IEC_GROUP} (all namespaces)")
     items = [i for i in _items(document) if (i.get("metadata") or {}).get("namespace", namespace) == namespace]
     return sorted(items, key=lambda i: str((i.get("metadata") or {}).get("creationTimestamp", "")))
-
-
-def generation_of(document: Mapping[str, Any]) -> str:
-    return str(((document.get("metadata") or {}).get("labels") or {}).get(GENERATION_LABEL, ""))
 
 
 def create_iec(kube: Kube, manifest: Mapping[str, Any]) -> None:
