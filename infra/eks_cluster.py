@@ -77,10 +77,10 @@ def _validate_adoption(scope: Construct, existing: ExistingEksCluster, *, cluste
         raise ConfigError(None, problems)
 
 
-def _principal_id(arn: str) -> str:
-    """A stable construct id per principal, so reordering the admin list never replaces access entries."""
+def principal_id(arn: str, prefix: str = "Admin") -> str:
+    """A stable construct id per principal, so reordering a list of principals never replaces access entries."""
     name = re.sub(r"[^A-Za-z0-9]", "", arn.rsplit("/", 1)[-1])[:40]
-    return f"Admin{name}{hashlib.sha256(arn.encode()).hexdigest()[:8]}"
+    return f"{prefix}{name}{hashlib.sha256(arn.encode()).hexdigest()[:8]}"
 
 
 class HyperPodEksCluster(Construct):
@@ -174,9 +174,9 @@ class HyperPodEksCluster(Construct):
         admin = [eks.AccessPolicy.from_access_policy_name(CLUSTER_ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)]
         for principal in dict.fromkeys(admin_principals):
             if created is not None:
-                created.grant_access(_principal_id(principal), principal, admin)
+                created.grant_access(principal_id(principal), principal, admin)
             elif adopted_provider is not None:  # charts and manifests wait for the entries (the kubectl role's too)
-                entry = eks.AccessEntry(self, _principal_id(principal), cluster=self.cluster, principal=principal,
+                entry = eks.AccessEntry(self, principal_id(principal), cluster=self.cluster, principal=principal,
                                         access_policies=admin)
                 adopted_provider.node.add_dependency(entry)
 

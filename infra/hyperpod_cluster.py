@@ -15,6 +15,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IDependable
 
 from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
+from hyperpod_dpd.catalogue.operator import GPU_RESOURCE, MANAGED_BY, MANAGED_BY_LABEL
 from hyperpod_dpd.config.hyperpod import ClusterAutoScaling, InstanceGroup
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import guardrails, nag
@@ -45,7 +46,6 @@ NODECLASS_KIND = "HyperpodNodeClass"
 # requirement (node.kubernetes.io/instance-type).
 NODEPOOL_API_VERSION = "karpenter.sh/v1"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-GPU_RESOURCE = "nvidia.com/gpu"
 KARPENTER_PREFIX = "hpdpd-"
 
 
@@ -64,7 +64,7 @@ def karpenter_manifests(group: InstanceGroup, *, consolidate_after_minutes: int)
     """
     assert group.autoscaling is not None, group.name
     name = karpenter_name(group)
-    managed = {"app.kubernetes.io/managed-by": "hyperpod-dpd"}
+    managed = {MANAGED_BY_LABEL: MANAGED_BY}
     gpus = INSTANCE_TYPES[group.instance_type].gpu_count * group.autoscaling.max_nodes
     node_spec: dict[str, Any] = {
         "nodeClassRef": {"group": NODECLASS_GROUP, "kind": NODECLASS_KIND, "name": name},

@@ -18,8 +18,6 @@ one call of :mod:`hyperpod_dpd.ops.workloads` / :mod:`hyperpod_dpd.ops.kube` (th
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -29,6 +27,7 @@ from constructs import Construct, IConstruct
 
 from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE
 from hyperpod_dpd.errors import MISSING, ConfigError
+from hyperpod_dpd.infra.eks_cluster import principal_id
 from hyperpod_dpd.k8s.defaults import MANAGED_BY, MANAGED_BY_LABEL
 from hyperpod_dpd.k8s.validation import validate_manifests
 from hyperpod_dpd.ops.kube import IEC_GROUP, IEC_PLURAL
@@ -121,11 +120,6 @@ def namespace_binding(namespace: str) -> dict[str, Any]:
             "roleRef": _role_ref("endpoint"), "subjects": _subjects()}
 
 
-def _entry_id(arn: str) -> str:
-    """A stable construct id per role, so reordering the list never replaces access entries."""
-    name = re.sub(r"[^A-Za-z0-9]", "", arn.rsplit("/", 1)[-1])[:40]
-    return f"Operations{name}{hashlib.sha256(arn.encode()).hexdigest()[:8]}"
-
 
 class OperationsAccess(Construct):
     """Access entries for ``principals`` in :data:`OPERATIONS_GROUP` and the cluster part of the RBAC.
@@ -149,7 +143,7 @@ class OperationsAccess(Construct):
         validate_manifests(manifests, kubernetes_version=kubernetes_version)  # before anything joins the tree
         super().__init__(scope, id)
         self.entries: dict[str, eks.CfnAccessEntry] = {
-            principal: eks.CfnAccessEntry(self, _entry_id(principal), cluster_name=cluster.cluster_name,
+            principal: eks.CfnAccessEntry(self, principal_id(principal, "Operations"), cluster_name=cluster.cluster_name,
                                           principal_arn=principal, type="STANDARD",
                                           kubernetes_groups=[OPERATIONS_GROUP])
             for principal in unique}

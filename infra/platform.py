@@ -43,14 +43,7 @@ def removal_policy(config: EnvironmentConfig) -> cdk.RemovalPolicy:
 
 def availability_zones(config: EnvironmentConfig) -> list[str]:
     """The availability zones the configuration names (created VPC's zones, or the adopted subnets' zones)."""
-    network = config.network
-    if network.create is not None:
-        zones = [*network.create.availability_zones]
-    else:
-        assert network.existing is not None
-        existing = network.existing
-        zones = [s.availability_zone for s in (*existing.private_subnets, *existing.public_subnets, existing.gpu_subnet)]
-    return sorted({*zones, network.gpu_availability_zone})
+    return list(config.network.availability_zones)
 
 
 def availability_zone_context(*configs: EnvironmentConfig) -> dict[str, list[str]]:

@@ -17,7 +17,7 @@ bootstrap deploy role, the role ``cdk deploy`` itself sets it with.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -167,13 +167,8 @@ class EnvironmentChecks(Construct):
         ``infra/operations_access.py``). The lookup role has no access entry: without a checks role the pipeline
         skips the cluster checks (docs/pipeline.md, "Enable the cluster checks").
         """
-        if not self._env.endpoints or self._promotion.checks_role_arn is None:
-            return None
         seconds = str(self._wait_seconds)
-        commands = [self._hpdpd("verify", self.SMOKE_PROFILE, "--endpoint", e.name, "--wait-ready", seconds)
-                    for e in self._env.endpoints]
-        return self._step("KvFabric", commands, smoke=True,
-                          minutes=len(self._env.endpoints) * self._promotion.wait_timeout_minutes + SETUP_MARGIN_MINUTES)
+        return self._cluster_step("KvFabric", lambda name: ("verify", "--endpoint", name, "--wait-ready", seconds))
 
     def rollout(self) -> pipelines.CodeBuildStep | None:
         """``rollout promote`` per endpoint *before* the endpoints stack deploys; None without endpoints or checks role.
@@ -185,12 +180,19 @@ class EnvironmentChecks(Construct):
         then finds the cluster as the chart describes it. With nothing new it does nothing. It writes to the cluster,
         so it runs with ``checks_role_arn``.
         """
+        seconds = str(self._wait_seconds)
+        return self._cluster_step("Rollout", lambda name: ("rollout", "promote", "--endpoint", name, "--timeout", seconds))
+
+    def _cluster_step(self, id: str, arguments: Callable[[str], tuple[str, ...]]) -> pipelines.CodeBuildStep | None:
+        """One ``hpdpd`` command per declared endpoint (``arguments(endpoint name)``), run as ``checks_role_arn``
+        inside the cluster; None without endpoints or without a checks role (the lookup role has no cluster access)."""
         if not self._env.endpoints or self._promotion.checks_role_arn is None:
             return None
-        seconds = str(self._wait_seconds)
-        commands = [self._hpdpd("rollout", self.SMOKE_PROFILE, "promote", "--endpoint", e.name, "--timeout", seconds)
-                    for e in self._env.endpoints]
-        return self._step("Rollout", commands, smoke=True,
+        commands = []
+        for endpoint in self._env.endpoints:
+            command, *rest = arguments(endpoint.name)
+            commands.append(self._hpdpd(command, self.SMOKE_PROFILE, *rest))
+        return self._step(id, commands, smoke=True,
                           minutes=len(self._env.endpoints) * self._promotion.wait_timeout_minutes + SETUP_MARGIN_MINUTES)
 
 

@@ -44,7 +44,9 @@ class Installed:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     base = tmp_path_factory.mktemp("consumer")
     wheels = base / "wheels"
-    # GIVEN a wheel of the project (built offline with the pinned setuptools) ...
+    # GIVEN a wheel of the project (built offline with the pinned setuptools; setuptools packages whatever its build/
+    # directory holds, so a stale one from an earlier build could carry modules the tree no longer has) ...
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
                     "--wheel-dir", str(wheels), str(ROOT)], check=True, capture_output=True, timeout=300)
     wheel = next(wheels.glob("hyperpod_dpd-*.whl"))

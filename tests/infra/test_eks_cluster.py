@@ -16,7 +16,7 @@ from hyperpod_dpd.catalogue.versions import CORE_ADDONS
 from hyperpod_dpd.config import InstanceGroup, SystemNodeGroup, load_environment
 from hyperpod_dpd.config.eks_existing import ExistingEksCluster
 from hyperpod_dpd.errors import ConfigError
-from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster, _principal_id
+from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster, principal_id
 from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
 from hyperpod_dpd.infra.hyperpod_dependencies import HyperPodDependencies
 from hyperpod_dpd.infra.inference_operator import InferenceOperator, ObservabilityOptions
@@ -107,9 +107,9 @@ def test_admin_principals_get_cluster_admin_access_entries(prod: dict[str, Any])
 
 def test_admin_entry_ids_do_not_depend_on_list_order() -> None:
     arn = "arn:aws:iam::111111111111:role/PlatformAdmin"
-    assert _principal_id(arn) == _principal_id(arn)
-    assert _principal_id(arn).startswith("AdminPlatformAdmin")
-    assert _principal_id(arn) != _principal_id("arn:aws:iam::222222222222:role/PlatformAdmin")
+    assert principal_id(arn) == principal_id(arn)
+    assert principal_id(arn).startswith("AdminPlatformAdmin")
+    assert principal_id(arn) != principal_id("arn:aws:iam::222222222222:role/PlatformAdmin")
 
 
 @pytest.fixture(scope="module")
