@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hyperpod_dpd.ops.verify import Check
+from hyperpod_dpd.ops.checks import Check
 
 ROUTING = re.compile(r"Conditional routing: estimated_tokens=(\d+), threshold=(\d+), disaggregate=(True|False)")
 RETRIEVED = re.compile(r"Retrieved (\d+) out of (\d+) required tokens")

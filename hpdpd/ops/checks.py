@@ -15,12 +15,14 @@ STATUSES: tuple[Status, ...] = ("pass", "warn", "fail")
 
 @dataclass(frozen=True, kw_only=True)
 class Check:
-    """One row of a report. ``name`` is stable (pipelines may select on it); ``detail`` and ``fix`` are one line."""
+    """One row of a report. ``name`` is stable (pipelines may select on it); ``detail``, ``fix`` (what to do) and
+    ``cause`` (the most likely cause, for the live checks of verify and the smoke canary) are one line each."""
 
     name: str
     status: Status
     detail: str
     fix: str | None = None
+    cause: str | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -30,6 +32,8 @@ class Check:
         data: dict[str, Any] = {"name": self.name, "status": self.status, "detail": self.detail}
         if self.fix:
             data["fix"] = self.fix
+        if self.cause:
+            data["cause"] = self.cause
         return data
 
 

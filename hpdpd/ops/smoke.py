@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from hyperpod_dpd.aws import describe_client_error, is_client_error, is_credentials_error
 from hyperpod_dpd.ops.canary import CanaryLogs, LogSource, canary_checks
-from hyperpod_dpd.ops.verify import Check
+from hyperpod_dpd.ops.checks import Check
 
 Case = Literal["short", "long"]
 SHORT_PROMPT = "In one short sentence, what does a large language model do?"

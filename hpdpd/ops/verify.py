@@ -16,34 +16,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from hyperpod_dpd.catalogue.operator import DPD_ROLES
+from hyperpod_dpd.ops.checks import Check, Status
 from hyperpod_dpd.ops.kube import Kube, get_iec, parse_iec
 from hyperpod_dpd.ops.metrics import Prometheus, Throughput, log_throughput, prometheus_throughput
 from hyperpod_dpd.ops.workloads import Node, Pod, dpd_pods, nodes, pod_log, warning_events
 
-Status = Literal["pass", "warn", "fail"]
 BACKEND_LINE = re.compile(r"Backend (\w+) was instantiated")
 EFA_CAUSE = ("EFA is not in use (platform docs section 19, 'KV throughput < 1 GB/s'): nodes not EFA-capable, not in "
              "the same AZ, no EFA resources ('kubectl describe node <node> | grep efa'), or the image lacks "
              "libfabric's EFA provider")
 TCP_CAUSE = ("the KV cache moves over TCP, not EFA: pin NIXL to libfabric (LMCACHE_NIXL_BACKENDS=[\"LIBFABRIC\"]) "
              "with FI_PROVIDER=efa, and use an image that ships libfabric's EFA provider")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Check:
-    name: str
-    status: Status
-    detail: str
-    cause: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"name": self.name, "status": self.status, "detail": self.detail}
-        if self.cause:
-            data["cause"] = self.cause
-        return data
 
 
 @dataclass(frozen=True, kw_only=True)
