@@ -11,6 +11,7 @@ from pydantic import Field, PrivateAttr
 from hyperpod_dpd.catalogue.regions import HYPERPOD_REGIONS
 from hyperpod_dpd.config.alerts import AlertsConfig
 from hyperpod_dpd.config.base import AccountId, Model, Region, join
+from hyperpod_dpd.config.capacity import shared_capacity_issues
 from hyperpod_dpd.config.eks import EksConfig
 from hyperpod_dpd.config.eks_existing import partition_of
 from hyperpod_dpd.config.endpoints import EndpointConfig
@@ -104,6 +105,8 @@ class EnvironmentConfig(Model):
                 yield Issue(f"endpoints[{i}].model.s3.region", s3.region,
                             f"must be the cluster's Region {self.region}: model loads from another Region are slow "
                             "and cost cross-Region transfer; copy the weights into a bucket in the cluster's Region")
+        # Autoscaled groups against all the endpoints that can land on them, once (not per endpoint or per group).
+        yield from shared_capacity_issues(self, "hyperpod.instance_groups")
         yield from self.operator.issues(self, "operator")
         yield from self.cost.issues(self, "cost")
         gate = self.operator.dpd_gate(self.operator.release) if self.endpoints else None

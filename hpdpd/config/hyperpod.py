@@ -347,9 +347,6 @@ class HyperPodConfig(Model):
                     yield Issue(join(join(join(path, "instance_groups"), index), "name"), group.name,
                                 f"differs from autoscaled group '{other}' only in case; their Karpenter resources "
                                 "(lower-case Kubernetes names) would collide")
-        from hyperpod_dpd.config.capacity import shared_capacity_issues  # capacity imports this module
-
-        yield from shared_capacity_issues(root, join(path, "instance_groups"))
 
     def groups(self, role: str) -> tuple[InstanceGroup, ...]:
         return tuple(g for g in self.instance_groups if g.role == role)

@@ -150,3 +150,19 @@ def test_ratios_outside_the_bounds_are_one_line(change: dict[str, Any], path: st
 def test_the_default_ratio_follows_the_documented_guidance() -> None:
     # 1:1 for balanced traffic up to 3:1 prefill-heavy (one step of burst room beyond), one prefiller per decoder at least
     assert (DEFAULT_RATIO.min, DEFAULT_RATIO.max) == (1, 4)
+
+
+def test_a_capacity_refusal_leaves_the_endpoints_own_group_checks_running(write_config: Callable[..., Path]) -> None:
+    # GIVEN an autoscaled prefill group too small for the endpoint's maximum replicas, and a decode role naming a
+    # group that does not exist
+    def both(data: dict[str, Any]) -> None:
+        _autoscale(data, "prefill", min_nodes=0, max_nodes=1)
+        data["endpoints"][0]["prefill"]["autoscaling"] = _scaling(1, 3)
+        data["endpoints"][0]["decode"]["instance_group"] = "nosuchgroup"
+
+    with pytest.raises(ConfigError) as raised:
+        load_environment("dev", write_config(both))
+    # THEN both problems are reported, each once: the shared capacity check does not silence the endpoint's checks
+    lines = str(raised.value).splitlines()
+    assert len([line for line in lines if "prefill.autoscaling.max_replicas" in line]) == 1, lines
+    assert len([line for line in lines if "decode.instance_group" in line]) == 1, lines
