@@ -45,11 +45,17 @@ class ModelSpec:
     source: str
     experts: int = 0
     experts_per_token: int = 0
-    bytes_per_param: float = 2.0
-    kv_bytes_per_element: float = 2.0
     qkv_bias: bool = False
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
+
+    @property
+    def bytes_per_param(self) -> float:
+        return PRECISION_BYTES[self.weight_dtype]
+
+    @property
+    def kv_bytes_per_element(self) -> float:
+        return PRECISION_BYTES[self.kv_dtype]
 
     @property
     def is_moe(self) -> bool:
@@ -65,8 +71,7 @@ class ModelSpec:
         for dtype in (weights, kv):
             if dtype not in PRECISION_BYTES:
                 raise ValueError(f"unknown precision {dtype!r}; known: {', '.join(PRECISION_BYTES)}")
-        return replace(self, bytes_per_param=PRECISION_BYTES[weights], kv_bytes_per_element=PRECISION_BYTES[kv],
-                       weight_dtype=weights, kv_dtype=kv)
+        return replace(self, weight_dtype=weights, kv_dtype=kv)
 
     @property
     def kv_bytes_per_token(self) -> int:
