@@ -16,14 +16,13 @@ from pydantic import AfterValidator, field_validator, model_validator
 
 from hyperpod_dpd.catalogue.operator import DPD_ROLES, IEC_EXTENSION_FIELDS
 from hyperpod_dpd.config.base import Model
-from hyperpod_dpd.config.hyperpod import InstanceGroup, Taint
+from hyperpod_dpd.config.hyperpod import InstanceGroup, Taint, TaintEffect, TaintKey
 from hyperpod_dpd.config.names import label_key_problem, label_value_problem
 
 if TYPE_CHECKING:
     from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig
     from hyperpod_dpd.config.hyperpod import HyperPodConfig
 
-TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 # Taints that keep pods off a node (PreferNoSchedule only discourages the scheduler).
 BLOCKING_EFFECTS: tuple[str, ...] = ("NoSchedule", "NoExecute")
 ANNOTATIONS_MAX_BYTES = 256 * 1024  # Kubernetes: all annotations of an object together (TotalAnnotationSizeLimitB)
@@ -33,18 +32,10 @@ TOLERATIONS_RELEASE = IEC_EXTENSION_FIELDS["spec.tolerations"].introduced  # the
 class Toleration(Model):
     """A Kubernetes toleration of the endpoint's prefill and decode pods (``spec.tolerations``)."""
 
-    key: str | None = None
+    key: TaintKey | None = None
     operator: Literal["Equal", "Exists"] = "Equal"
     value: str | None = None
     effect: TaintEffect | None = None  # None: every effect
-
-    @field_validator("key")
-    @classmethod
-    def _key(cls, value: str | None) -> str | None:
-        problem = None if value is None else label_key_problem(value)
-        if problem:
-            raise ValueError(f"must be a Kubernetes taint key such as 'example.com/pool' ({problem})")
-        return value
 
     @field_validator("value")
     @classmethod

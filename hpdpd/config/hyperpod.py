@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES
 from hyperpod_dpd.catalogue.operator import DPD_ROLES
@@ -39,18 +39,23 @@ KARPENTER_ALLOWED_LABELS = frozenset({
 KARPENTER_ALLOWED_SUBDOMAINS = ("node.kubernetes.io", "node-restriction.kubernetes.io", "kops.k8s.io")
 
 
-class Taint(Model):
-    key: str
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
-    @field_validator("key")
-    @classmethod
-    def _key(cls, value: str) -> str:
-        problem = label_key_problem(value)
-        if problem:
-            raise ValueError(f"must be a Kubernetes taint key such as 'example.com/pool' ({problem})")
-        return value
+
+def _taint_key(value: str) -> str:
+    problem = label_key_problem(value)
+    if problem:
+        raise ValueError(f"must be a Kubernetes taint key such as 'example.com/pool' ({problem})")
+    return value
+
+
+TaintKey = Annotated[str, AfterValidator(_taint_key)]  # of taints and of the tolerations that match them
+
+
+class Taint(Model):
+    key: TaintKey
+    value: str | None = None
+    effect: TaintEffect = "NoSchedule"
 
     @field_validator("value")
     @classmethod
