@@ -18,7 +18,7 @@ from hyperpod_dpd.cli.output import (
     print_json,
     print_table,
 )
-from hyperpod_dpd.ops.kube import Kubectl
+from hyperpod_dpd.ops.kube import Kube
 from hyperpod_dpd.ops.lookup import NOT_FOUND, UNKNOWN
 from hyperpod_dpd.ops.status import NODE_HEALTHY, EndpointStatus, StatusReport, collect_status
 
@@ -36,13 +36,13 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 def kubeconfig_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", default=None, metavar="PATH",
-                        help="kubeconfig for reading InferenceEndpointConfig status with kubectl (default: KUBECONFIG)")
+                        help="kubeconfig for reading InferenceEndpointConfig status (default: KUBECONFIG)")
 
 
 def run(args: argparse.Namespace) -> int:
     env = load_environment_from_args(args)
     report = collect_status(env, factory_from_args(args, default_region=env.region),
-                            kubectl=Kubectl.from_environment(args.kubeconfig))
+                            kubectl=Kube.from_environment(args.kubeconfig))
     if args.output == "json":
         print_json(report.to_json())
     else:

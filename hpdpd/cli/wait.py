@@ -17,7 +17,7 @@ from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
 from hyperpod_dpd.cli.output import environment_arguments, escape_cell, load_environment_from_args, print_json
 from hyperpod_dpd.cli.status import kubeconfig_argument
 from hyperpod_dpd.ops.endpoints import configured_endpoints, select_endpoints
-from hyperpod_dpd.ops.kube import Kubectl
+from hyperpod_dpd.ops.kube import Kube
 from hyperpod_dpd.ops.wait import TARGETS, Backoff, Observation, WaitResult, probe_for, wait_for
 
 
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     env = load_environment_from_args(args)
     endpoints = select_endpoints(configured_endpoints(env), args.endpoint)
     probe = probe_for(args.target, env, factory_from_args(args, default_region=env.region), endpoints=endpoints,
-                      kubectl=Kubectl.from_environment(args.kubeconfig))
+                      kubectl=Kube.from_environment(args.kubeconfig))
     backoff = Backoff(initial_seconds=args.interval, max_seconds=max(args.interval, args.max_interval))
     with Progress(f"waiting for {args.target} of {env.name}") as progress:
         result = wait_for(probe, target=args.target, timeout_seconds=args.timeout, backoff=backoff,

@@ -258,7 +258,6 @@ class Kube:
         return parse_iec(document)
 
 
-Kubectl = Kube  # the name the status and wait commands import
 
 
 def _is_client_failure(exc: BaseException) -> bool:

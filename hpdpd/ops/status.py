@@ -36,7 +36,7 @@ from hyperpod_dpd.ops.endpoints import (
     iec_name,
     read_sagemaker_endpoint,
 )
-from hyperpod_dpd.ops.kube import FAILED_STATES, IecStatus, Kubectl, KubeError
+from hyperpod_dpd.ops.kube import FAILED_STATES, IecStatus, Kube, KubeError
 from hyperpod_dpd.ops.lookup import NOT_FOUND, UNKNOWN, Lookup, look_up, not_found, unknown
 from hyperpod_dpd.ops.netpol import endpoint_policy_warnings
 
@@ -178,7 +178,7 @@ def _addon_rows(env: EnvironmentConfig, clients: ClientSource, eks: Lookup[EksSt
     return tuple(rows)
 
 
-def _endpoint_row(endpoint: EndpointLike, clients: ClientSource, kubectl: Kubectl,
+def _endpoint_row(endpoint: EndpointLike, clients: ClientSource, kubectl: Kube,
                   warnings: list[str]) -> EndpointStatus:
     sm_status = sm_failure = sm_reason = None
     if endpoint.sagemaker_endpoint_name:
@@ -200,7 +200,7 @@ def _endpoint_row(endpoint: EndpointLike, clients: ClientSource, kubectl: Kubect
                           iec_reason=None if iec.known else iec.reason)
 
 
-def _policy_warnings(endpoint: EndpointLike, kubectl: Kubectl) -> list[str]:
+def _policy_warnings(endpoint: EndpointLike, kubectl: Kube) -> list[str]:
     """The endpoint's NetworkPolicies against its live pods, both read from its namespace and the operator's."""
     router = getattr(endpoint, "router", None)
     if router is None or not router.network_policy:
@@ -232,12 +232,12 @@ def _policy_warnings(endpoint: EndpointLike, kubectl: Kubectl) -> list[str]:
         policies=found["networkpolicies"])]
 
 
-def endpoint_rows(clients: ClientSource, endpoints: tuple[EndpointLike, ...], kubectl: Kubectl,
+def endpoint_rows(clients: ClientSource, endpoints: tuple[EndpointLike, ...], kubectl: Kube,
                   warnings: list[str]) -> tuple[EndpointStatus, ...]:
     return tuple(_endpoint_row(endpoint, clients, kubectl, warnings) for endpoint in endpoints)
 
 
-def collect_status(env: EnvironmentConfig, clients: ClientSource, *, kubectl: Kubectl,
+def collect_status(env: EnvironmentConfig, clients: ClientSource, *, kubectl: Kube,
                    endpoints: tuple[EndpointLike, ...] | None = None) -> StatusReport:
     warnings: list[str] = []
     sagemaker = clients.client("sagemaker")

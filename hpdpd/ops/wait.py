@@ -22,7 +22,7 @@ from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.ops.addons import ACTIVE, ADDON_PERMISSIONS, FAILED_STATUSES, expected_addons, installed_addons
 from hyperpod_dpd.ops.clusters import FAILED, HYPERPOD_TERMINAL, IN_SERVICE, read_hyperpod
 from hyperpod_dpd.ops.endpoints import SAGEMAKER_IN_SERVICE, EndpointLike, iec_name, read_sagemaker_endpoint
-from hyperpod_dpd.ops.kube import Kubectl
+from hyperpod_dpd.ops.kube import Kube
 from hyperpod_dpd.ops.lookup import NOT_FOUND, TRANSIENT_CAUSES, UNKNOWN, Lookup, aws_cause, aws_reason, look_up
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ def addons_probe(eks: Any, env: EnvironmentConfig) -> Probe:
     return probe
 
 
-def _endpoint_observation(endpoint: EndpointLike, sagemaker: Any, kubectl: Kubectl) -> Observation:
+def _endpoint_observation(endpoint: EndpointLike, sagemaker: Any, kubectl: Kube) -> Observation:
     parts, ready, failed, messages = [], True, False, []
     if kubectl.unavailable() is None:
         iec = kubectl.iec_status(name=iec_name(endpoint), namespace=endpoint.namespace)
@@ -214,7 +214,7 @@ def _endpoint_observation(endpoint: EndpointLike, sagemaker: Any, kubectl: Kubec
                        message="; ".join(messages))
 
 
-def endpoint_probe(sagemaker: Any, endpoints: tuple[EndpointLike, ...], kubectl: Kubectl) -> Probe:
+def endpoint_probe(sagemaker: Any, endpoints: tuple[EndpointLike, ...], kubectl: Kube) -> Probe:
     """Ready: every endpoint's IEC is DeploymentComplete and its SageMaker endpoint (if named) is InService."""
     if not endpoints:
         raise HpdpdError("the environment declares no endpoints to wait for")
@@ -232,7 +232,7 @@ def endpoint_probe(sagemaker: Any, endpoints: tuple[EndpointLike, ...], kubectl:
 
 
 def probe_for(target: str, env: EnvironmentConfig, clients: ClientSource, *, endpoints: tuple[EndpointLike, ...],
-              kubectl: Kubectl) -> Probe:
+              kubectl: Kube) -> Probe:
     if target == "cluster":
         return cluster_probe(clients.client("sagemaker"), env.hyperpod.cluster_name)
     if target == "addons":
