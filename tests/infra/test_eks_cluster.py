@@ -73,7 +73,7 @@ def test_endpoint_access_follows_the_config(dev: dict[str, Any], prod: dict[str,
 def test_kubectl_handler_runs_inside_the_vpc_so_a_private_endpoint_stays_reachable(synthesized, env: str) -> None:
     template = synthesized.template(env, "platform")
     configs = [v["Properties"].get("VpcConfig") for k, v in template["Resources"].items()
-               if v["Type"] == "AWS::Lambda::Function" and "Kubectl" in k and "Handler" in k]
+               if v["Type"] == "AWS::Lambda::Function" and "Kube" in k and "Handler" in k]
     assert configs and all(c and len(c["SubnetIds"]) >= 2 for c in configs)
 
 

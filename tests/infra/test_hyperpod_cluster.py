@@ -257,7 +257,7 @@ def _scaled_stack(cdk_context: dict[str, Any], groups: list[InstanceGroup], auto
     app = cdk.App(context=cdk_context)
     stack = cdk.Stack(app, "Scaled", env=cdk.Environment(account="111111111111", region="us-west-2"))
     provider = eks.KubectlProvider.from_kubectl_provider_attributes(
-        stack, "Kubectl", service_token="arn:aws:lambda:us-west-2:111111111111:function:kubectl")
+        stack, "Kube", service_token="arn:aws:lambda:us-west-2:111111111111:function:kubectl")
     kubernetes = eks.Cluster.from_cluster_attributes(stack, "Eks", cluster_name="c", kubectl_provider=provider)
     cluster = HyperPodCluster(
         stack, "HyperPod", cluster_name="c", region="us-west-2",

@@ -16,12 +16,12 @@ from botocore.stub import Stubber
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.ops.addons import expected_addons
-from hyperpod_dpd.ops.kube import Kubectl
+from hyperpod_dpd.ops.kube import Kube
 from hyperpod_dpd.ops.status import collect_status
 from tests.hpdpd.aws_faults import denied_by_iam, timing_out, unreachable
 from tests.hpdpd.moto_clusters import REGION
 
-NO_KUBE = Kubectl(kubeconfig=None)
+NO_KUBE = Kube(kubeconfig=None)
 DENIED_CLUSTER = ("User: arn:aws:sts::123456789012:assumed-role/deployer/ci is not authorized to perform: "
                   "sagemaker:DescribeCluster on resource: arn:aws:sagemaker:us-west-2:123456789012:cluster/hpdpd-dev "
                   "because no identity-based policy allows the sagemaker:DescribeCluster action")
@@ -346,7 +346,7 @@ def test_an_unreachable_api_server_is_unknown(deployed: EnvironmentConfig, clien
 
     with serve() as gone:
         url = gone.url  # nothing listens there once the block ends
-    kube = Kubectl(kubeconfig=FakeKube(url=url).kubeconfig(tmp_path / "kubeconfig"), timeout_seconds=2)
+    kube = Kube(kubeconfig=FakeKube(url=url).kubeconfig(tmp_path / "kubeconfig"), timeout_seconds=2)
     with Stubber(clients.client("eks")) as eks:
         stub_eks(eks, deployed)
         report = collect_status(deployed, clients, kubectl=kube, endpoints=(make_endpoint(name="llama"),))

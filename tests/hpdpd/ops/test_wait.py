@@ -14,7 +14,7 @@ from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.ops.addons import expected_addons
-from hyperpod_dpd.ops.kube import Kubectl
+from hyperpod_dpd.ops.kube import Kube
 from hyperpod_dpd.ops.wait import (
     Backoff,
     Observation,
@@ -179,7 +179,7 @@ def test_the_addons_probe(env: EnvironmentConfig, aws_credentials: None) -> None
 IEC_PATH = "/apis/inference.sagemaker.aws.amazon.com/v1/namespaces/default/inferenceendpointconfigs/llama"
 
 
-def _kubectl(fake: Any, document: dict[str, Any], name: str = "llama") -> Kubectl:
+def _kubectl(fake: Any, document: dict[str, Any], name: str = "llama") -> Kube:
     """The fake API server answering the IEC ``name`` in ``default`` with ``document``."""
     fake.iecs[("default", name)] = document
     return fake.client()
@@ -210,9 +210,9 @@ def test_an_endpoint_that_cannot_be_observed_is_refused(make_endpoint: Callable[
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBECONFIG", raising=False)
     with pytest.raises(HpdpdError, match="cannot observe endpoint.*llama.*unknown \\(no kubeconfig\\)"):
-        endpoint_probe(object(), (make_endpoint(name="llama"),), Kubectl(kubeconfig=None))
+        endpoint_probe(object(), (make_endpoint(name="llama"),), Kube(kubeconfig=None))
     with pytest.raises(HpdpdError, match="declares no endpoints"):
-        endpoint_probe(object(), (), Kubectl(kubeconfig=None))
+        endpoint_probe(object(), (), Kube(kubeconfig=None))
 
 
 # ---- unknown is not "not created yet" ------------------------------------------------------------------------------
