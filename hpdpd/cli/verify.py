@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from typing import Any
 
 from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
@@ -117,14 +116,9 @@ def run(args: argparse.Namespace) -> int:
 
 def wait_ready(kube: Any, *, name: str, namespace: str, seconds: float, interval: float = 10.0) -> None:
     """Poll the IEC until it is DeploymentComplete, failed, or ``seconds`` pass (transient reads keep polling)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        state = kube.iec_status(name=name, namespace=namespace)
-        if state.ready or state.failed or (not state.known and not state.transient):
-            return
-        if time.monotonic() + interval > deadline:
-            return
-        time.sleep(interval)
+    from hyperpod_dpd.ops.kube import wait_for_iec
+
+    wait_for_iec(kube, name=name, namespace=namespace, seconds=seconds, interval=interval)
 
 
 def render(report: Any) -> None:

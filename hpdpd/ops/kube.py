@@ -20,6 +20,7 @@ import json
 import os
 import socket
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -258,6 +259,20 @@ class Kube:
         return parse_iec(document)
 
 
+
+
+def wait_for_iec(kube: Kube, *, name: str, namespace: str, seconds: float, interval: float,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> IecStatus:
+    """Poll an IEC until it is ready or failed, a read fails for a reason waiting cannot fix, or ``seconds`` pass
+    (transient reads keep polling); the last status tells which."""
+    deadline = clock() + seconds
+    while True:
+        status = kube.iec_status(name=name, namespace=namespace)
+        if status.ready or status.failed or (not status.known and not status.transient):
+            return status
+        if clock() + interval > deadline:
+            return status
+        sleep(interval)
 
 
 def _is_client_failure(exc: BaseException) -> bool:

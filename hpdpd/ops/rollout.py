@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hyperpod_dpd.catalogue.operator import router_host
-from hyperpod_dpd.ops.kube import Kube, KubeError, parse_iec
+from hyperpod_dpd.ops.kube import Kube, KubeError, parse_iec, wait_for_iec
 from hyperpod_dpd.ops.workloads import (
     create_iec,
     delete_iec,
@@ -222,18 +222,15 @@ class Promotion:
                              steps=tuple(self.steps), rooms=rooms)
 
     def _wait_ready(self, name: str) -> tuple[Outcome, str] | None:
-        deadline = self.clock() + self.timeout_seconds
-        while True:
-            status = self.kube.iec_status(name=name, namespace=self.endpoint.namespace)
-            if status.ready:
-                return None
-            if status.failed:
-                return "failed", f"{name} {status.state}: {status.message}"
-            if not status.known and not status.transient:
-                raise KubeError(status.reason, status.cause or "error")
-            if self.clock() + self.interval_seconds > deadline:
-                return "timeout", f"{name} not ready after {self.timeout_seconds:g} s (last state: {status.state})"
-            self.sleep(self.interval_seconds)
+        status = wait_for_iec(self.kube, name=name, namespace=self.endpoint.namespace, seconds=self.timeout_seconds,
+                              interval=self.interval_seconds, clock=self.clock, sleep=self.sleep)
+        if status.ready:
+            return None
+        if status.failed:
+            return "failed", f"{name} {status.state}: {status.message}"
+        if not status.known and not status.transient:
+            raise KubeError(status.reason, status.cause or "error")
+        return "timeout", f"{name} not ready after {self.timeout_seconds:g} s (last state: {status.state})"
 
 
 def abort(kube: Kube, endpoint: Any) -> RolloutResult:
