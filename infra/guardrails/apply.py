@@ -6,7 +6,7 @@ import aws_cdk as cdk
 import cdk_nag
 from constructs import IConstruct
 
-from hyperpod_dpd.infra.checkov import GeneratedHandlerSkips
+from hyperpod_dpd.infra.checkov import skip_generated_handlers
 from hyperpod_dpd.infra.guardrails.plugin import HyperPodDpdChecks
 from hyperpod_dpd.infra.guardrails.rules import Settings
 
@@ -21,7 +21,7 @@ def apply_guardrails(scope: IConstruct, *, production: bool = False) -> None:
     Plugins report on the stacks of ``scope``'s own assembly: call it on each ``cdk.Stage`` that holds the
     constructs, or on the app when the stacks sit directly in it.
     """
-    cdk.Aspects.of(scope).add(GeneratedHandlerSkips())
+    skip_generated_handlers(scope)
     cdk.Validations.of(scope).add_plugins(
         cdk_nag.AwsSolutionsChecks(scope),
         HyperPodDpdChecks(Settings(production=production)),

@@ -4,7 +4,7 @@ environment whose removal policy is ``retain`` keeps all of them.
 Used by the replacement guards: the logical ids of these resources are committed per environment
 (``security/stateful-resources.json``, ``make stateful-manifest``), and tests prove that routine changes neither
 rename them nor touch a create-only property. Create-only properties come from the CloudFormation registry schemas
-(cfn-lint's copy), so the list follows AWS rather than memory. :class:`RetainStatefulResources` gives every one
+(cfn-lint's copy), so the list follows AWS rather than memory. :func:`retain_stateful_resources` gives every one
 of them ``DeletionPolicy`` and ``UpdateReplacePolicy`` ``Retain`` in such an environment (rule ``HPDPD-DATA1`` checks
 it in production).
 """
@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import aws_cdk as cdk
-import jsii
 from constructs import IConstruct
 
 STATEFUL_TYPES: tuple[str, ...] = (
@@ -30,22 +29,19 @@ RETAINED_TYPES: tuple[str, ...] = STATEFUL_TYPES
 RETAIN_ATTRIBUTES: tuple[str, ...] = ("DeletionPolicy", "UpdateReplacePolicy")
 
 
-@jsii.implements(cdk.IAspect)
-class RetainStatefulResources:
-    """``RemovalPolicy.RETAIN`` (both ``DeletionPolicy`` and ``UpdateReplacePolicy``) on every ``CfnResource`` of a
-    :data:`RETAINED_TYPES` type in the subtree, whatever its construct chose: one mechanism for L2 constructs, L1
-    resources (the HyperPod cluster) and what aws-cdk-lib creates inside them."""
-
-    def visit(self, node: IConstruct) -> None:
-        if isinstance(node, cdk.CfnResource) and node.cfn_resource_type in RETAINED_TYPES:
-            node.apply_removal_policy(cdk.RemovalPolicy.RETAIN, apply_to_update_replace_policy=True)
-
-
 def retain_stateful_resources(scope: IConstruct, policy: cdk.RemovalPolicy) -> None:
     """Retain every stateful resource under ``scope`` when ``policy`` is ``RETAIN``; any other policy changes nothing
-    (each construct keeps the policy it was given)."""
+    (each construct keeps the policy it was given).
+
+    ``RETAIN`` sets both ``DeletionPolicy`` and ``UpdateReplacePolicy`` on every ``CfnResource`` of a
+    :data:`RETAINED_TYPES` type in the subtree, whatever its construct chose: one mechanism for L2 constructs, L1
+    resources (the HyperPod cluster) and what aws-cdk-lib creates inside them. It is aws-cdk-lib's own
+    ``RemovalPolicies`` aspect, which runs inside the CDK: a Python aspect would cost a call from the CDK into
+    Python for every construct of the environment.
+    """
     if policy == cdk.RemovalPolicy.RETAIN:
-        cdk.Aspects.of(scope).add(RetainStatefulResources(), priority=cdk.AspectPriority.MUTATING)
+        cdk.RemovalPolicies.of(scope).retain(apply_to_resource_types=list(RETAINED_TYPES),
+                                             priority=cdk.AspectPriority.MUTATING)
 
 
 def missing_retention(resource: Mapping[str, Any]) -> dict[str, Any]:
