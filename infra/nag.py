@@ -21,7 +21,14 @@ PLUGIN = "AwsSolutions"
 
 def acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge one cdk-nag finding (``AwsSolutions-IAM4[Policy::...]``) on one construct and its children."""
-    cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id=f"{PLUGIN}::{rule}", reason=reason))
+    acknowledge_all(construct, [(rule, reason)])
+
+
+def acknowledge_all(construct: IConstruct, findings: Iterable[tuple[str, str]]) -> None:
+    """Acknowledge several findings (``(rule, reason)`` pairs) on one construct: one call into the CDK for all."""
+    acknowledgments = [cdk.Acknowledgment(id=f"{PLUGIN}::{rule}", reason=reason) for rule, reason in findings]
+    if acknowledgments:
+        cdk.Validations.of(construct).acknowledge(*acknowledgments)
 
 
 def render(scope: IConstruct, value: Any) -> str:
@@ -51,20 +58,20 @@ def compact_json(value: Any) -> str:
 
 def acknowledge_managed_policies(construct: IConstruct, reasons: Mapping[str, str]) -> None:
     """Acknowledge IAM4 for AWS managed policies by name (``service-role/AWSLambdaBasicExecutionRole``)."""
-    for name, reason in reasons.items():
-        acknowledge(construct, f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]", reason)
+    acknowledge_all(construct, [(f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]", reason)
+                                for name, reason in reasons.items()])
 
 
 def acknowledge_wildcards(policy: IConstruct, statements: Iterable[iam.PolicyStatement], reasons: Mapping[str, str]) -> None:
     """Acknowledge IAM5 for every wildcard action and resource of ``statements`` (by their ``sid``)."""
-    for statement in statements:
-        data = cdk.Stack.of(policy).resolve(statement.to_statement_json())
+    acknowledged = []
+    for data in cdk.Stack.of(policy).resolve([s.to_statement_json() for s in statements]):
         sid = data.get("Sid")
         findings = _wildcard_findings(data)
         if findings and sid not in reasons:
             raise KeyError(f"statement {sid!r} of {policy.node.path} has wildcards {findings} but no reason")
-        for finding in findings:
-            acknowledge(policy, f"AwsSolutions-IAM5[{finding}]", reasons[sid])
+        acknowledged += [(f"AwsSolutions-IAM5[{finding}]", reasons[sid]) for finding in findings]
+    acknowledge_all(policy, acknowledged)
 
 
 def _wildcard_findings(statement: Mapping[str, Any]) -> list[str]:
@@ -86,9 +93,8 @@ def acknowledge_generated_policy(policy: IConstruct | None, reason: str) -> None
     if policy is None:
         raise ValueError("no generated policy found to acknowledge")
     document = cdk.Stack.of(policy).resolve(policy.document.to_json())  # type: ignore[attr-defined]
-    for data in _as_list(document.get("Statement")):
-        for finding in _wildcard_findings(data):
-            acknowledge(policy, f"AwsSolutions-IAM5[{finding}]", reason)
+    acknowledge_all(policy, [(f"AwsSolutions-IAM5[{finding}]", reason)
+                             for data in _as_list(document.get("Statement")) for finding in _wildcard_findings(data)])
 
 
 def acknowledge_generated_function(function: IConstruct | None, reason: str) -> None:
