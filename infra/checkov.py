@@ -74,7 +74,10 @@ class GeneratedHandlerSkips:
         stage = self._scope if cdk.Stage.is_stage(self._scope) else cdk.Stage.of(self._scope)
         for node in self._scope.node.find_all():
             resource_type = _handler_type(node)
-            if resource_type is None or not any(marker in node.node.path for marker in GENERATED_HANDLERS):
+            if resource_type is None:
+                continue
+            path = node.node.path
+            if not any(marker in path for marker in GENERATED_HANDLERS):
                 continue
             if cdk.Stage.of(node) is stage:  # a nested stage was synthesized on its own, before this one
                 skip_all(node, HANDLER_REASONS[resource_type])  # type: ignore[arg-type]
