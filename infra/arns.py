@@ -6,7 +6,9 @@ same template in aws-cn or aws-us-gov.)
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from functools import lru_cache
+from typing import cast
 
 import aws_cdk as cdk
 from constructs import IConstruct
@@ -25,11 +27,16 @@ def iam_arn(scope: IConstruct, resource: str) -> str:
     return f"arn:{_partition()}:iam::{_stack_location(scope)[1]}:{resource}"
 
 
+def _stack_location(scope: IConstruct) -> tuple[str, str]:
+    """The Region and account of ``scope``'s stack."""
+    return _location_of(cast(Hashable, scope))
+
+
 # A construct's stack, and a stack's Region and account, never change; asking the CDK once per scope saves three
 # calls per ARN (a few hundred per synthesis).
 @lru_cache(maxsize=1024)
-def _stack_location(scope: IConstruct) -> tuple[str, str]:
-    stack = cdk.Stack.of(scope)
+def _location_of(scope: Hashable) -> tuple[str, str]:
+    stack = cdk.Stack.of(cast(IConstruct, scope))
     return stack.region, stack.account
 
 
