@@ -12,8 +12,12 @@ import pytest
 import yaml
 from hypothesis import settings as hypothesis_settings
 
-from hyperpod_dpd.stacks.assembly import Synthesized, read_assembly  # noqa: F401 - re-exported for tests
-from tests.paths import FIXTURE_CONFIG_DIR, ROOT, USER_CONFIG_DIR
+from hyperpod_dpd.node_runtime import fit_node_to_machine
+
+fit_node_to_machine()  # as app.py does, before anything imports the CDK (jsii starts Node with this environment)
+
+from hyperpod_dpd.stacks.assembly import Synthesized, read_assembly  # noqa: E402, F401 - re-exported for tests
+from tests.paths import FIXTURE_CONFIG_DIR, ROOT, USER_CONFIG_DIR  # noqa: E402
 
 # Everything that loads configuration without naming a directory reads the fixtures, never the user's config/.
 # Subprocesses inherit both: the user's directory stays reachable for the invariant checks.

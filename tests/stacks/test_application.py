@@ -3,6 +3,7 @@ and bad config stops ``app.py`` before anything is written."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -19,6 +20,17 @@ def test_cdk_validation_is_switched_on() -> None:
     context = cdk_json_context()
     assert context["@aws-cdk/core:validateAgainstDefaultRules"] is True
     assert json.loads((ROOT / "cdk.json").read_text())["app"].endswith("app.py")
+
+
+def test_app_py_fits_node_to_the_machine_before_the_cdk_starts() -> None:
+    # GIVEN app.py's top-level statements
+    statements = ast.parse((ROOT / "app.py").read_text()).body
+    calls = [i for i, s in enumerate(statements) if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+             and getattr(s.value.func, "id", None) == "fit_node_to_machine"]
+    cdk_imports = [i for i, s in enumerate(statements) if isinstance(s, ast.ImportFrom)
+                   and (s.module or "").startswith(("hyperpod_dpd.stacks", "hyperpod_dpd.infra", "aws_cdk"))]
+    # THEN Node's options are fitted once, before the first import that starts jsii's Node process
+    assert len(calls) == 1 and cdk_imports and calls[0] < min(cdk_imports)
 
 
 def test_every_template_of_every_environment_passes_cfn_lint(synthesized) -> None:
