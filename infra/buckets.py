@@ -6,7 +6,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from hyperpod_dpd.infra import checkov
+from hyperpod_dpd.infra import checkov, nag
 
 ACCESS_LOG_PREFIX = "s3-access-logs/"
 
@@ -41,8 +41,9 @@ def access_logs_bucket(scope: Construct, id: str, *, removal_policy: cdk.Removal
         lifecycle_rules=[s3.LifecycleRule(expiration=expiration)])
     reason = "This is the server access log bucket itself; logging its own access would loop"
     resource = bucket.node.default_child
-    cdk.Validations.of(resource).acknowledge(cdk.Acknowledgment(id="AwsSolutions::AwsSolutions-S1", reason=reason))  # type: ignore[arg-type]
-    checkov.skip(resource, "CKV_AWS_18", reason)  # type: ignore[arg-type]
-    checkov.skip(resource, "CKV_AWS_21", "Access logs are append-only and expire by lifecycle rule; versions would "  # type: ignore[arg-type]
-                 "only keep deleted logs longer")
+    nag.acknowledge(resource, "AwsSolutions-S1", reason)  # type: ignore[arg-type]
+    checkov.skip_all(resource, {  # type: ignore[arg-type]
+        "CKV_AWS_18": reason,
+        "CKV_AWS_21": "Access logs are append-only and expire by lifecycle rule; versions would only keep deleted logs "
+                      "longer"})
     return bucket

@@ -339,9 +339,10 @@ class PipelineStack(cdk.Stack):
                    *(support.replication_bucket for support in self.pipeline.pipeline.cross_region_support.values())]
         for bucket in buckets:
             nag.acknowledge(bucket, "AwsSolutions-S1", ARTIFACT_BUCKET_REASON)
-            checkov.skip(bucket.node.default_child, "CKV_AWS_18", ARTIFACT_BUCKET_REASON)  # type: ignore[arg-type]
-            checkov.skip(bucket.node.default_child, "CKV_AWS_21", "Pipeline artifacts are immutable per execution and "  # type: ignore[arg-type]
-                         "replaced by the next one; CodePipeline keys each artifact by execution, so versions add nothing")
+            checkov.skip_all(bucket.node.default_child, {  # type: ignore[arg-type]
+                "CKV_AWS_18": ARTIFACT_BUCKET_REASON,
+                "CKV_AWS_21": "Pipeline artifacts are immutable per execution and replaced by the next one; "
+                              "CodePipeline keys each artifact by execution, so versions add nothing"})
 
 
 def _approval_comment(env: EnvironmentConfig, before: Sequence[str]) -> str:

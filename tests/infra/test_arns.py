@@ -8,15 +8,11 @@ import aws_cdk as cdk
 from hyperpod_dpd.infra.arns import arn, iam_arn
 
 
-def _resolved(stack: cdk.Stack, value: str) -> object:
-    return stack.resolve(value)
-
-
 def test_an_arn_keeps_the_partition_a_reference_in_a_concrete_region() -> None:
     # GIVEN a stack with a concrete account and Region
     stack = cdk.Stack(cdk.App(), "S", env=cdk.Environment(account="111111111111", region="us-west-2"))
     # WHEN an ARN is written for one of its constructs
-    value = _resolved(stack, arn(cdk.CfnResource(stack, "R", type="AWS::SQS::Queue"), "ec2", "instance/*"))
+    value = stack.resolve(arn(cdk.CfnResource(stack, "R", type="AWS::SQS::Queue"), "ec2", "instance/*"))
     # THEN the partition is the pseudo parameter, and Region and account are the stack's
     assert value == {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":ec2:us-west-2:111111111111:instance/*"]]}
 
@@ -25,8 +21,8 @@ def test_region_and_account_can_be_given_and_iam_arns_have_no_region() -> None:
     # GIVEN an environment-agnostic stack
     stack = cdk.Stack(cdk.App(), "S")
     # WHEN one ARN names another account and Region and another is an IAM ARN
-    other = _resolved(stack, arn(stack, "s3", "bucket", region="", account=""))
-    role = _resolved(stack, iam_arn(stack, "role/x"))
+    other = stack.resolve(arn(stack, "s3", "bucket", region="", account=""))
+    role = stack.resolve(iam_arn(stack, "role/x"))
     # THEN the given values are used, and the IAM ARN has an empty Region and the stack's account
     assert other == {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::bucket"]]}
     assert role == {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, ":role/x"]]}
@@ -37,7 +33,7 @@ def test_two_stacks_get_their_own_account_and_region() -> None:
     app = cdk.App()
     first = cdk.Stack(app, "A", env=cdk.Environment(account="111111111111", region="us-west-2"))
     second = cdk.Stack(app, "B", env=cdk.Environment(account="222222222222", region="eu-west-1"))
-    values = [_resolved(s, arn(s, "sns", "t")) for s in (first, second, first, second)]
+    values = [s.resolve(arn(s, "sns", "t")) for s in (first, second, first, second)]
     # THEN each ARN is its own stack's
     assert [v["Fn::Join"][1][2] for v in values] == [  # type: ignore[index]
         ":sns:us-west-2:111111111111:t", ":sns:eu-west-1:222222222222:t"] * 2
