@@ -94,11 +94,33 @@ def synthesis_errors(assembly: cdk.cx_api.CloudAssembly) -> list[str]:
     return lines
 
 
+def validation_failures(outdir: Path | str) -> list[str]:
+    """One line per error-level finding of the CDK's validation report in ``outdir`` (CloudFormation validation,
+    cdk-nag, the project's rules): ``<plugin> <rule> at <construct paths>: <description>``.
+
+    The CDK CLI synthesizes with ``@aws-cdk/core:failSynthOnValidationErrors`` off, so under ``cdk synth`` a finding
+    fails neither the synthesis nor an annotation; it is only in this report. Warnings are not failures.
+    """
+    report = Path(outdir) / "validation-report.json"
+    if not report.is_file():
+        return []
+    lines = []
+    for plugin in json.loads(report.read_text()).get("pluginReports", []):
+        for violation in plugin.get("violations", []):
+            if violation.get("severity", "error") not in ("error", "fatal"):
+                continue
+            paths = ", ".join(c.get("constructPath", "?") for c in violation.get("violatingConstructs", []))
+            description = " ".join(str(violation.get("description", "")).split())
+            lines.append(f"{plugin.get('pluginName')} {violation.get('ruleName')} at {paths}: {description}")
+    return lines
+
+
 def main(project_root: Path | None = None) -> int:
     """Entry point of ``app.py``: one line per problem on stderr and a non-zero exit, never a traceback.
 
-    Exit 2: bad configuration (nothing synthesized). Exit 1: synthesis failed, or a stack carries an error
-    annotation (an assembly that cannot deploy is never reported as a success).
+    Exit 2: bad configuration (nothing synthesized). Exit 1: synthesis failed, a stack carries an error
+    annotation, or the validation report holds an error-level finding (an assembly that cannot deploy, or that the
+    guardrails refuse, is never reported as a success).
     ``HPDPD_CONFIG_DIR`` points at another config directory; ``HPDPD_ENVIRONMENTS=dev,staging`` limits the
     environments synthesized (default: every file in it).
     """
@@ -120,7 +142,7 @@ def main(project_root: Path | None = None) -> int:
         for line in message[1:40]:
             print(f"  {line}", file=sys.stderr)
         return 1
-    errors = synthesis_errors(assembly)
+    errors = synthesis_errors(assembly) + validation_failures(assembly.directory)
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
     return 1 if errors else 0

@@ -122,6 +122,49 @@ def test_main_fails_when_any_stage_carries_an_error(monkeypatch: Any, tmp_path: 
         "error: perf/Network (hpdpd-perf-network): Need to perform AWS calls for account 555555555555"]
 
 
+def _app_with_a_guardrail_finding(outdir: Path) -> Any:
+    """A guarded stage with a plain bucket, synthesized as the CDK CLI does it: validation errors fail nothing."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_s3 as s3
+
+    from hyperpod_dpd.infra import apply_guardrails
+
+    app = cdk.App(outdir=str(outdir), context={"@aws-cdk/core:failSynthOnValidationErrors": False})
+    stage = cdk.Stage(app, "perf")
+    s3.Bucket(cdk.Stack(stage, "Data"), "Plain")
+    apply_guardrails(stage)
+    return app
+
+
+def test_main_fails_on_a_finding_the_cli_does_not_fail_on(monkeypatch: Any, tmp_path: Path, capsys: Any) -> None:
+    from hyperpod_dpd.stacks import application
+
+    # GIVEN the app would synthesize an unacknowledged cdk-nag finding, with the flag the CDK CLI passes
+    monkeypatch.setattr(application, "build_app", lambda **_: (_app_with_a_guardrail_finding(tmp_path), {}))
+    # WHEN app.py's entry point runs (the synthesis itself succeeds)
+    code = application.main(ROOT)
+    # THEN it exits non-zero with one line per error-level finding: plugin, rule and construct path
+    assert code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert "error: AwsSolutions AwsSolutions-S1 at perf/Data/Plain/Resource: " in "\n".join(lines)
+    assert all(line.startswith("error: ") for line in lines)
+
+
+def test_validation_failures_count_errors_not_warnings(tmp_path: Path) -> None:
+    from hyperpod_dpd.stacks.application import validation_failures
+
+    # GIVEN a report with one error and one warning, and a directory with no report at all
+    construct = {"constructPath": "dev/Network/Vpc/Resource"}
+    (tmp_path / "validation-report.json").write_text(json.dumps({"pluginReports": [{"pluginName": "CloudFormation Validate",
+        "violations": [{"ruleName": "E3001", "severity": "error", "description": "bad  value",
+                        "violatingConstructs": [construct]},
+                       {"ruleName": "W3010", "severity": "warning", "description": "hard-coded AZ",
+                        "violatingConstructs": [construct]}]}]}))
+    # THEN only the error is a failure, and no report means none
+    assert validation_failures(tmp_path) == ["CloudFormation Validate E3001 at dev/Network/Vpc/Resource: bad value"]
+    assert validation_failures(tmp_path / "missing") == []
+
+
 def test_check_validates_the_configuration_without_synthesizing(write_config: Any, monkeypatch: Any,
                                                                capsys: Any) -> None:
     from hyperpod_dpd.stacks import application
