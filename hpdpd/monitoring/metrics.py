@@ -44,6 +44,12 @@ AWS_ALERT_RULES = "AWS HyperPod alert rules (aws/sagemaker-hyperpod-cluster-setu
 HMA_DOC = ("https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-health-monitoring-agent"
            ".html (events in /aws/sagemaker/Clusters/<name>/<id>, stream SagemakerHealthMonitoringAgent/<group>/<id>)")
 DPD_TROUBLESHOOTING = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-ts-dpd.html"
+# LMCache's exporter and the PD path (stack-truth: the operator wires DPD through vLLM's LMCacheConnectorV1 and
+# LMCache's PD backend, not through vLLM's NixlConnector).
+LMCACHE_OBSERVABILITY = "LMCache/LMCache lmcache/observability.py @ dd022cc"
+LMCACHE_STORE = "LMCache/LMCache lmcache/v1/cache_engine.py @ 000620e"
+LMCACHE_PD_BACKEND = "LMCache/LMCache lmcache/v1/storage_backend/pd_backend.py @ 07e0786"
+VLLM_NIXL_CONNECTOR = "vllm-project/vllm vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py"
 
 
 class Source(enum.Enum):
@@ -51,7 +57,7 @@ class Source(enum.Enum):
 
     HYPERPOD_INVOCATION = "HyperPod invocation metrics (observability add-on, endpoint metrics.enabled) in Prometheus"
     VLLM = "vLLM engine metrics of the prefill and decode containers (observability add-on) in Prometheus"
-    LMCACHE = "LMCache metrics of the decode container (observability add-on) in Prometheus"
+    LMCACHE = "LMCache metrics of the prefill and decode containers (observability add-on) in Prometheus"
     DCGM = "NVIDIA DCGM exporter GPU metrics (observability add-on, accelerated compute metrics) in Prometheus"
     CONTAINER_LOG = "CloudWatch Logs metric filter on the decoder's container logs"
     HEALTH_AGENT_LOG = "CloudWatch Logs metric filter on the HyperPod health-monitoring agent's events"
@@ -124,18 +130,31 @@ METRICS: Mapping[str, Metric] = _catalogue(
            "Requests an engine finished; a disaggregated request finishes on a prefiller and on the decoder, a "
            "request under the routing threshold on the decoder only (the DPD page's DPD Routing Counts)",
            "vllm-project/vllm vllm/v1/metrics/loggers.py", INFERENCE_LABELS),
+    Metric("kv_store", "lmcache:time_to_store", "histogram", "s", Source.LMCACHE,
+           "Prefill-side KV transfer time: the prefiller's LMCache storing a request's KV cache. With LMCache's PD "
+           "backend the prefiller never keeps the cache; its put allocates room in the decoder's buffer (a ZMQ "
+           "round trip) and issues a NIXL WRITE that waits for completion, so this time contains the transfer over "
+           "the fabric (and the GPU-side copy before it)",
+           f"{LMCACHE_OBSERVABILITY} (histogram lmcache:time_to_store, seconds); {LMCACHE_STORE} (store: "
+           f"stats_monitor.on_store_finished around storage_manager.batched_put); {LMCACHE_PD_BACKEND} "
+           "(batched_submit_put_task -> nixl_channel.batched_write)", INFERENCE_LABELS),
+    Metric("kv_stored_tokens", "lmcache:num_stored_tokens", "counter", "short", Source.LMCACHE,
+           "Tokens whose KV cache the prefiller's LMCache stored, i.e. pushed to the decoder",
+           f"{LMCACHE_OBSERVABILITY} (counter lmcache:num_stored_tokens)", INFERENCE_LABELS),
     Metric("kv_retrieve", "lmcache:time_to_retrieve", "histogram", "s", Source.LMCACHE,
-           "Time the decoder's LMCache takes to retrieve a request's KV cache, i.e. to receive it from the prefiller "
-           "(the decoder's 'Retrieved N out of N required tokens ... cost' log line; the DPD page's KV Transfer Time)",
-           "LMCache/LMCache lmcache/observability.py", INFERENCE_LABELS),
+           "Decoder KV load time: the decoder's LMCache copying a KV cache the prefiller already wrote into its "
+           "local PD buffer into vLLM's paged KV (the decoder's 'Retrieved N out of M required tokens ... cost' "
+           "line). A local copy, not the fabric: never read it as KV transfer throughput",
+           f"{LMCACHE_OBSERVABILITY} (histogram lmcache:time_to_retrieve, seconds); {LMCACHE_PD_BACKEND}",
+           INFERENCE_LABELS),
     Metric("kv_bytes", "vllm:nixl_bytes_transferred", "histogram", "bytes", Source.VLLM,
-           "Bytes of KV cache moved per NIXL transfer; with kv_transfer_time, the KV throughput `hpdpd verify` "
-           "measures against the EFA line rate",
-           "vllm-project/vllm docs 'NIXL KV Connector Metrics' (vllm/distributed/kv_transfer/kv_connector/v1/nixl)",
+           "Bytes of KV cache moved per NIXL transfer by vLLM's own NixlConnector. Registered only by that "
+           "connector: a HyperPod DPD endpoint (LMCacheConnectorV1 with LMCache's PD backend) never has it",
+           f"{VLLM_NIXL_CONNECTOR} (NixlPromMetrics, registered by NixlConnector.build_prom_metrics)",
            INFERENCE_LABELS),
     Metric("kv_transfer_time", "vllm:nixl_xfer_time_seconds", "histogram", "s", Source.VLLM,
-           "Seconds per NIXL KV transfer (the denominator of the measured KV throughput)",
-           "vllm-project/vllm docs 'NIXL KV Connector Metrics' (vllm/distributed/kv_transfer/kv_connector/v1/nixl)",
+           "Seconds per NIXL KV transfer of vLLM's own NixlConnector (only that connector registers it)",
+           f"{VLLM_NIXL_CONNECTOR} (NixlPromMetrics, registered by NixlConnector.build_prom_metrics)",
            INFERENCE_LABELS),
     Metric("xid", "DCGM_FI_DEV_XID_ERRORS", "gauge", "short", Source.DCGM,
            "Last XID error code a GPU reported (0: none)", f"{AWS_ALERT_RULES}, alert GPUXidError", (GPU, HOSTNAME)),

@@ -5,6 +5,14 @@ It answers the calls the toolkit makes as a real API server would (paths, list s
 Services (GET and merge PATCH), pod logs (``container``, ``sinceSeconds``, ``tailLines``) and the
 ``InferenceEndpointConfig`` custom resources (get, list by label, create, delete). Faults are injected per path prefix
 (an HTTP status, or a delay longer than the client's timeout), and every request is recorded.
+
+Pods can also be created, read one by one and deleted (``on_pod_created`` lets a test play the kubelet), and every
+other resource path (``/api/v1/namespaces/<ns>/<plural>[/<name>]``, ``/apis/<group>/<version>/[namespaces/<ns>/]
+<plural>[/<name>]``: Ingresses, NetworkPolicies, ResourceSlices, ...) is a generic in-memory collection in
+``objects`` with get, list (label selector), create (409 when it exists), merge PATCH, PUT and DELETE. Every write
+sets ``metadata.resourceVersion``; a PATCH or PUT whose body carries a different ``metadata.resourceVersion`` is
+refused with 409 Conflict, as the API server's optimistic concurrency does. ``pods/<name>/exec`` speaks the
+WebSocket channel protocol (``v4.channel.k8s.io``) through :mod:`tests.fakes.kube_exec` when ``exec`` is set.
 """
 
 from __future__ import annotations
@@ -56,7 +64,7 @@ class Fault:
     status: int = 0
     message: str = ""
     delay: float = 0.0
-    methods: tuple[str, ...] = ("GET", "POST", "PATCH", "DELETE")
+    methods: tuple[str, ...] = ("GET", "POST", "PATCH", "PUT", "DELETE")
 
 
 @dataclass
@@ -73,6 +81,10 @@ class FakeKube:
     requests: list[tuple[str, str, Any]] = field(default_factory=list)  # (method, path with query, body)
     on_iec_created: Any = None  # callback(fake, document): e.g. make the new IEC's pods appear
     proxy: Any = None  # callback(namespace, "scheme:service:port", path, body) -> the proxied reply (service proxy)
+    on_pod_created: Any = None  # callback(fake, pod document) after a POST of a pod: e.g. run it to completion
+    exec: Any = None  # callback(namespace, pod, container, command list) -> (stdout, stderr, exit code) or a Status dict
+    objects: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # collection path -> name -> object
+    resource_version: int = 0
     authorizations: list[str] = field(default_factory=list)  # the Authorization header of each request
     lock: threading.RLock = field(default_factory=threading.RLock)
     url: str = ""
@@ -116,6 +128,31 @@ class FakeKube:
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
                 "reason": STATUS_REASONS.get(code, "Unknown"), "code": code}
 
+    def _next_version(self, document: dict[str, Any]) -> None:
+        self.resource_version += 1
+        document.setdefault("metadata", {})["resourceVersion"] = str(self.resource_version)
+
+    def _conflict(self, current: dict[str, Any], body: Any, what: str) -> tuple[int, Any] | None:
+        """409 when the write names a resourceVersion other than the object's (optimistic concurrency)."""
+        wanted = ((body or {}).get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+        have = (current.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and str(wanted) != str(have):
+            return 409, self.status(409, f'Operation cannot be fulfilled on {what}: the object has been modified; '
+                                         "please apply your changes to the latest version and try again") | {
+                "reason": "Conflict"}
+        return None
+
+    def put(self, collection: str, document: dict[str, Any]) -> dict[str, Any]:
+        """Store ``document`` in the generic collection at ``collection`` (tests seed objects with it)."""
+        with self.lock:
+            stored = copy.deepcopy(document)
+            self._next_version(stored)
+            self.objects.setdefault(collection.rstrip("/"), {})[stored["metadata"]["name"]] = stored
+            return stored
+
+    def get(self, collection: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get(collection.rstrip("/"), {}).get(name)
+
     def _route(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
         selector = query.get("labelSelector", "")
         parts = path.strip("/").split("/")
@@ -126,9 +163,13 @@ class FakeKube:
                 p["metadata"].get("labels", {}), selector)]}
         if parts[:3] == ["api", "v1", "namespaces"] and len(parts) >= 5:
             namespace, kind = parts[3], parts[4]
+            if kind == "pods" and len(parts) == 5 and method == "POST":
+                return self._create_pod(namespace, body)
             if kind == "pods" and len(parts) == 5:
                 return 200, {"kind": "PodList", "items": [p for p in self.pods if p["metadata"]["namespace"] == namespace
                                                           and _matches(p["metadata"].get("labels", {}), selector)]}
+            if kind == "pods" and len(parts) == 6:
+                return self._pod(method, namespace, parts[5])
             if kind == "pods" and len(parts) == 7 and parts[6] == "log":
                 return self._log(namespace, parts[5], query)
             if kind == "events":
@@ -140,7 +181,13 @@ class FakeKube:
                 if service is None:
                     return 404, self.status(404, f'services "{parts[5]}" not found')
                 if method == "PATCH":
-                    _merge(service, body or {})
+                    conflict = self._conflict(service, body, f'services "{parts[5]}"')
+                    if conflict:
+                        return conflict
+                    patch = copy.deepcopy(body or {})
+                    (patch.get("metadata") or {}).pop("resourceVersion", None)
+                    _merge(service, patch)
+                    self._next_version(service)
                 return 200, service
         if path == IEC_PREFIX.removesuffix("namespaces/") + "inferenceendpointconfigs":  # every namespace
             return 200, {"kind": "InferenceEndpointConfigList", "items": [
@@ -152,7 +199,79 @@ class FakeKube:
             if self.proxy is None:
                 return 503, self.status(503, f"no endpoints available for service {parts[5]}")
             return 200, self.proxy(parts[3], parts[5], "/".join(parts[7:]), body)
-        return 404, self.status(404, f"the server could not find the requested resource ({path})")
+        return self._generic(method, parts, selector, body, path)
+
+    def _create_pod(self, namespace: str, body: Any) -> tuple[int, Any]:
+        name = body["metadata"]["name"]
+        if any(p["metadata"]["name"] == name and p["metadata"]["namespace"] == namespace for p in self.pods):
+            return 409, self.status(409, f'pods "{name}" already exists') | {"reason": "AlreadyExists"}
+        document = copy.deepcopy(body)
+        document["metadata"]["namespace"] = namespace
+        document["metadata"].setdefault("uid", f"uid-{name}")
+        document.setdefault("status", {"phase": "Pending"})
+        self._next_version(document)
+        self.pods.append(document)
+        if self.on_pod_created:
+            self.on_pod_created(self, document)
+        return 201, document
+
+    def _pod(self, method: str, namespace: str, name: str) -> tuple[int, Any]:
+        found = next((p for p in self.pods if p["metadata"]["name"] == name and p["metadata"]["namespace"] == namespace),
+                     None)
+        if found is None:
+            return 404, self.status(404, f'pods "{name}" not found')
+        if method == "DELETE":
+            self.pods.remove(found)
+            return 200, found
+        return 200, found
+
+    def _generic(self, method: str, parts: list[str], selector: str, body: Any, path: str) -> tuple[int, Any]:
+        """Any other resource: ``api/v1/[namespaces/<ns>/]<plural>[/<name>]`` or the ``apis/<g>/<v>/...`` form."""
+        base = 2 if parts[:1] == ["api"] else 3 if parts[:1] == ["apis"] else 0
+        rest = parts[base:]
+        if not base or not rest:
+            return 404, self.status(404, f"the server could not find the requested resource ({path})")
+        scope = rest[:2] if rest[0] == "namespaces" and len(rest) >= 3 else []
+        tail = rest[len(scope):]
+        if len(tail) not in (1, 2):
+            return 404, self.status(404, f"the server could not find the requested resource ({path})")
+        collection = "/" + "/".join(parts[:base] + scope + tail[:1])
+        items = self.objects.setdefault(collection, {})
+        plural = tail[0]
+        if len(tail) == 1:
+            if method == "POST":
+                name = (body or {}).get("metadata", {}).get("name", "")
+                if name in items:
+                    return 409, self.status(409, f'{plural} "{name}" already exists') | {"reason": "AlreadyExists"}
+                document = copy.deepcopy(body)
+                if scope:
+                    document["metadata"]["namespace"] = scope[1]
+                self._next_version(document)
+                items[name] = document
+                return 201, document
+            listed = [d for d in items.values() if _matches((d.get("metadata") or {}).get("labels") or {}, selector)]
+            return 200, {"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.resource_version)},
+                         "items": listed}
+        name = tail[1]
+        document = items.get(name)
+        if document is None:
+            return 404, self.status(404, f'{plural} "{name}" not found')
+        if method == "DELETE":
+            del items[name]
+            return 200, self.status(200, "deleted") | {"status": "Success"}
+        if method in ("PATCH", "PUT"):
+            conflict = self._conflict(document, body, f'{plural} "{name}"')
+            if conflict:
+                return conflict
+            if method == "PUT":
+                document = copy.deepcopy(body)
+                items[name] = document
+            else:
+                patch = copy.deepcopy(body or {})
+                (patch.get("metadata") or {}).pop("resourceVersion", None)
+                _merge(document, patch)
+            self._next_version(document)
+        return 200, document
 
     def _log(self, namespace: str, pod: str, query: dict[str, str]) -> tuple[int, Any]:
         if not any(p["metadata"]["name"] == pod and p["metadata"]["namespace"] == namespace for p in self.pods):
@@ -197,6 +316,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         url = urlparse(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        if self.headers.get("Upgrade", "").lower() == "websocket":
+            from tests.fakes.kube_exec import serve_exec
+
+            serve_exec(self, url.path, parse_qs(url.query))
+            return
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length)) if length else None
         self.fake.authorizations.append(self.headers.get("Authorization", ""))
@@ -211,7 +335,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
             pass
 
-    do_GET = do_POST = do_PATCH = do_DELETE = _serve  # noqa: N815 - http.server's naming
+    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve  # noqa: N815 - http.server's naming
 
     def log_message(self, *args: Any) -> None:
         pass
