@@ -25,12 +25,22 @@ setup: $(STAMP_PY) $(STAMP_NODE)
 # checkov is needed only by the targets that run it (test, checkov), not by synth.
 setup-checkov: $(STAMP_CHECKOV)
 
-# Debian tools the lifecycle-script tests run (rsync, shellcheck); installed when missing and apt-get is usable.
+# Debian tools the tests run, installed when missing and apt-get is usable: rsync and shellcheck (the lifecycle-script
+# tests, skipped without them) and promtool (Debian's prometheus package; the alert rules' tests fail without it).
+# Only promtool is wanted from that package: without its recommended node exporter, and with the server it ships
+# stopped and disabled where systemd runs.
 setup-system:
 	@command -v rsync >/dev/null && command -v shellcheck >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rsync shellcheck >/dev/null; \
 	  else echo "note: rsync/shellcheck missing and apt-get unavailable; their tests will be skipped"; fi; }
+	@command -v promtool >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      prometheus >/dev/null; \
+	    if [ -d /run/systemd/system ]; then systemctl disable --now prometheus >/dev/null 2>&1 || true; fi; \
+	  else echo "note: promtool missing and apt-get unavailable; install Debian's prometheus package (or put" \
+	    "promtool on PATH), or the alert-rule tests fail"; fi; }
 
 $(STAMP_PY): requirements.txt requirements-dev.txt constraints.txt pyproject.toml setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -19,11 +19,9 @@ import yaml
 
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.config.alerts import AlertsConfig, SloConfig
+from hyperpod_dpd.errors import ConfigError, Issue
 from hyperpod_dpd.monitoring.metrics import (
     METRICS,
-    NAMESPACE,
-    RESOURCE,
-    STATUS,
     Matcher,
     Metric,
     fallback_ratio,
@@ -31,27 +29,47 @@ from hyperpod_dpd.monitoring.metrics import (
     role,
     selector,
 )
+from hyperpod_dpd.monitoring.signals import (
+    INVOCATIONS,
+    endpoint_matchers,
+    endpoint_resources,
+    ttft_bound_ms,
+    unobserved,
+)
 
 Severity = Literal["critical", "warning"]
 WINDOW = "5m"
+BLIND_WINDOW, BLIND_FOR = "10m", "15m"  # how long requests must flow unobserved before a "metrics missing" alert
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EndpointTarget:
-    """What the alerts and the dashboard need of one endpoint: its IEC's name and namespace, and its objective."""
+    """What the alerts and the dashboard need of one endpoint: its name and namespace, the IEC name of the
+    generation it renders now, its objective, and its index in ``endpoints`` (for error messages).
+
+    The alerts select every generation (:attr:`resource_pattern`), not only ``resource_name``: the platform stack
+    that holds them deploys before ``hpdpd rollout promote``, and the old generation keeps serving when a promotion
+    is refused, fails its checks or times out.
+    """
 
     name: str
     namespace: str
     resource_name: str
     slo: SloConfig
+    index: int = 0
+
+    @property
+    def resource_pattern(self) -> str:
+        return endpoint_resources(self.name)
 
     @property
     def matchers(self) -> tuple[Matcher, ...]:
-        return Matcher(NAMESPACE, self.namespace), Matcher(RESOURCE, self.resource_name)
+        return endpoint_matchers(self.name, self.namespace)
 
 
 def endpoint_targets(config: EnvironmentConfig) -> tuple[EndpointTarget, ...]:
-    return tuple(EndpointTarget(e.name, e.namespace, e.resource_name, e.slo) for e in config.endpoints)
+    return tuple(EndpointTarget(name=e.name, namespace=e.namespace, resource_name=e.resource_name, slo=e.slo, index=i)
+                 for i, e in enumerate(config.endpoints))
 
 
 @dataclass(frozen=True)
@@ -72,43 +90,87 @@ class AlertRule:
                 "annotations": {"summary": self.summary, "description": self.description}}
 
 
+def _value(fmt: str) -> str:
+    return f'{{{{ $value | printf "{fmt}" }}}}'
+
+
 def endpoint_rules(target: EndpointTarget, alerts: AlertsConfig) -> list[AlertRule]:
-    """The DPD signals of one endpoint against its objective and the environment's thresholds."""
+    """The DPD signals of one endpoint (every generation of its IEC) against its objective and the environment's
+    thresholds, and the alerts that say when a signal the others read is missing."""
     m, slo = target.matchers, target.slo
-    e2e, tpot, waiting, kv = METRICS["e2e_ttft"], METRICS["tpot"], METRICS["waiting"], METRICS["kv_retrieve"]
+    ttfb, tpot, waiting = METRICS["ttfb"], METRICS["tpot"], METRICS["waiting"]
+    store, finished = METRICS["kv_store"], METRICS["finished"]
     who = f"{target.namespace}/{target.name}"
     return [
-        AlertRule("DpdE2eTtftP99AboveSlo",
-                  f"{quantile_ms(e2e, 0.99, *m, Matcher(STATUS, '2.*', '=~'), window=WINDOW)} > {slo.ttft_ms}",
-                  "5m", "critical", f"{who}: P99 end-to-end TTFT above {slo.ttft_ms} ms",
-                  f"P99 time to first token of {who} is {{{{ $value | printf \"%.0f\" }}}} ms (objective "
-                  f"{slo.ttft_ms} ms). Check the prefill queue and KV transfer panels; scale prefill if it queues.",
-                  (e2e,)),
+        AlertRule("DpdE2eTtftP99BoundAboveSlo", f"{ttft_bound_ms(*m, window=WINDOW)} > {slo.ttft_ms}",
+                  "5m", "critical", f"{who}: upper bound of the P99 TTFT above {slo.ttft_ms} ms",
+                  f"An upper bound of the P99 time to first token of {who} is {_value('%.0f')} ms (objective "
+                  f"{slo.ttft_ms} ms): the P99.5 time to first byte of its prefill pods plus that of its decoder "
+                  "(a disaggregated request is two hops; one under the routing threshold has only the second). The "
+                  "client's P99 is at most this plus the router's own time. Check the prefill queue and KV transfer "
+                  "panels; scale prefill if it queues.", (ttfb,)),
         AlertRule("DpdTpotP99AboveSlo",
                   f"{quantile_ms(tpot, 0.99, *m, role('decode'), window=WINDOW)} > {slo.tpot_ms}",
                   "5m", "critical", f"{who}: P99 TPOT above {slo.tpot_ms} ms",
-                  f"P99 time per output token on the decoder of {who} is {{{{ $value | printf \"%.1f\" }}}} ms "
+                  f"P99 time per output token on the decoder of {who} is {_value('%.1f')} ms "
                   f"(objective {slo.tpot_ms} ms). The decoder is saturated: check its queue and the buffer alarm.",
                   (tpot,)),
         AlertRule("DpdPrefillQueueHigh",
                   f"avg({selector(waiting, *m, role('prefill'))}) > {alerts.prefill_queue_depth}",
                   "5m", "warning", f"{who}: prefill queue above {alerts.prefill_queue_depth} per prefiller",
-                  f"On average {{{{ $value | printf \"%.0f\" }}}} requests wait on each prefiller of {who}; "
+                  f"On average {_value('%.0f')} requests wait on each prefiller of {who}; "
                   "TTFT grows with the queue. Add prefill replicas (pdSpec.prefillSpec.replicas).",
                   (waiting,)),
         AlertRule("DpdKvTransferSlow",
-                  f"{quantile_ms(kv, 0.99, *m, role('decode'), window=WINDOW)} > {alerts.kv_transfer_p99_ms}",
+                  f"{quantile_ms(store, 0.99, *m, role('prefill'), window=WINDOW)} > {alerts.kv_transfer_p99_ms}",
                   "10m", "warning", f"{who}: P99 KV transfer above {alerts.kv_transfer_p99_ms} ms",
-                  f"The decoder of {who} takes {{{{ $value | printf \"%.0f\" }}}} ms (P99) to receive a KV cache. "
-                  "Under 1 GB/s EFA is not in use: check the nodes' EFA devices and that both roles share one AZ.",
-                  (kv,)),
+                  f"The prefillers of {who} take {_value('%.0f')} ms (P99) to hand a KV cache to the decoder "
+                  "(lmcache:time_to_store: the decoder's buffer allocation and the NIXL write). Over EFA a full "
+                  "16k-token cache per rank takes tens of ms, over TCP hundreds: check the nodes' EFA devices and "
+                  "that both roles share one AZ; with the DecoderBufferOverflow alarm, the decoder's buffer is full.",
+                  (store,)),
         AlertRule("DpdFallbackRatioHigh",
                   f"{fallback_ratio(*m)} > {alerts.fallback_ratio:g}",
                   "30m", "warning", f"{who}: most requests skip the prefillers",
                   f"{{{{ $value | humanizePercentage }}}} of the requests of {who} stay under the routing threshold "
                   "and run prefill on the decoder. Lower pdSpec.routingThreshold, or serve this traffic colocated.",
-                  (METRICS["finished"],)),
+                  (finished,)),
+        AlertRule("DpdTtftMetricsMissing",
+                  f"{unobserved('prefill', ttfb, *m, evidence=INVOCATIONS[1:], window=BLIND_WINDOW)} or "
+                  f"{unobserved('decode', ttfb, *m, evidence=INVOCATIONS[1:], window=BLIND_WINDOW)}",
+                  BLIND_FOR, "warning", f"{who}: TTFT alert blind on the {{{{ $labels.role }}}} pods",
+                  f"The {{{{ $labels.role }}}} pods of {who} finish requests but export no model_ttfb_milliseconds "
+                  "for them: DpdE2eTtftP99BoundAboveSlo cannot see that hop. Check the endpoint's metrics "
+                  "(metrics.enabled) and that the observability add-on scrapes the pods' proxy.",
+                  (finished, ttfb)),
+        AlertRule("DpdKvTransferMetricsMissing",
+                  unobserved("prefill", store, *m, window=BLIND_WINDOW),
+                  BLIND_FOR, "warning", f"{who}: KV transfer alert blind",
+                  f"The prefillers of {who} finish requests but observe no lmcache:time_to_store: DpdKvTransferSlow "
+                  "cannot see the KV transfer. The image's LMCache may not export it (unconfirmed for the "
+                  "operator's images), or its metrics are not scraped; check the prefill pods' /metrics.",
+                  (finished, store)),
     ]
+
+
+def _unreachable(config: EnvironmentConfig) -> list[Issue]:
+    """Thresholds no alert could ever cross: histogram_quantile never reports above a histogram's highest finite
+    bucket (prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile)."""
+    checks: list[tuple[str, int, Metric]] = [("alerts.kv_transfer_p99_ms", config.alerts.kv_transfer_p99_ms,
+                                               METRICS["kv_store"])]
+    checks += [(f"endpoints[{t.index}].slo.tpot_ms", t.slo.tpot_ms, METRICS["tpot"]) for t in endpoint_targets(config)]
+    issues = []
+    for path, threshold_ms, metric in checks:
+        ceiling = metric.highest_bucket
+        ceiling_ms = ceiling * 1000 if ceiling is not None and metric.unit == "s" else ceiling
+        if ceiling_ms is not None and threshold_ms >= ceiling_ms:
+            issues.append(Issue(path, threshold_ms, f"must be below {ceiling_ms:g}, the highest bucket of "
+                                f"{metric.name}: a P99 cannot be seen above it, so the alert could never fire"))
+    if config.alerts.fallback_ratio >= 1:  # the share of requests under the threshold is at most 1
+        issues.append(Issue("alerts.fallback_ratio", config.alerts.fallback_ratio,
+                            "must be below 1: the share of requests under the routing threshold never exceeds 1, so "
+                            "DpdFallbackRatioHigh could never fire"))
+    return issues
 
 
 def node_rules() -> list[AlertRule]:
@@ -127,7 +189,11 @@ def node_rules() -> list[AlertRule]:
 
 
 def rule_groups(config: EnvironmentConfig) -> dict[str, Any]:
-    """The Prometheus rule file of one environment (``groups[].rules[]``)."""
+    """The Prometheus rule file of one environment (``groups[].rules[]``); a threshold no alert could cross is a
+    :class:`ConfigError` naming the field."""
+    issues = _unreachable(config)
+    if issues:
+        raise ConfigError(config.source, issues)
     common = {"environment": config.name, "hyperpod_cluster": config.hyperpod.cluster_name}
     groups = [{"name": f"hyperpod-dpd-{t.name}",
                "rules": [r.to_rule({**common, "endpoint": t.name, "namespace": t.namespace})

@@ -1,10 +1,13 @@
 """The Grafana dashboard of one environment's DPD endpoints, built from the metric catalogue.
 
 Panels follow the DPD page's dashboard ("Observability": E2E TTFT, Prefill TTFT, Prefill/Decode Queue, Prefill Time,
-Decode Latency (TPOT), KV Transfer Time, DPD Routing Counts), plus the GPU faults and the two CloudWatch log metrics
-the alerts watch. Queries come from the same builders as the alert rules (:mod:`hyperpod_dpd.monitoring.metrics`),
-with the endpoint picked by the ``$resource`` variable instead of a fixed IEC name. Like AWS's inference dashboard,
-the data source is a ``$datasource`` variable (the Amazon Managed Prometheus data source); the log metrics use a
+Decode Latency (TPOT), KV Transfer Time, DPD Routing Counts), plus the decoder's KV load time, the GPU faults and the
+two CloudWatch log metrics the alerts watch. Queries come from the same builders as the alert rules
+(:mod:`hyperpod_dpd.monitoring.metrics`, :mod:`hyperpod_dpd.monitoring.signals`), with the endpoint picked by the
+``$endpoint`` variable: its values are endpoint names and every query matches ``resource_name=~"$endpoint-<hex>"``,
+so every generation of the endpoint's IEC is shown (Grafana's Prometheus data source escapes a multi-value variable's
+regular-expression characters, so the variable holds names, never patterns). Like AWS's inference dashboard, the data
+source is a ``$datasource`` variable (the Amazon Managed Prometheus data source); the log metrics use a
 ``$cloudwatch`` variable. No CDK here.
 """
 
@@ -20,7 +23,6 @@ from hyperpod_dpd.monitoring.metrics import (
     HOSTNAME,
     METRICS,
     RESOURCE,
-    STATUS,
     Matcher,
     Metric,
     cloudwatch_namespace,
@@ -30,11 +32,12 @@ from hyperpod_dpd.monitoring.metrics import (
     role,
     selector,
 )
+from hyperpod_dpd.monitoring.signals import GENERATION_PATTERN, HOP_QUANTILE, hop_quantile_ms, ttft_bound_ms
 
 SCHEMA_VERSION = 39  # Grafana 10.4 and newer (AWS's inference dashboard is at 39 too)
 PROMETHEUS = {"type": "prometheus", "uid": "${datasource}"}
 CLOUDWATCH = {"type": "cloudwatch", "uid": "${cloudwatch}"}
-ENDPOINT = Matcher(RESOURCE, "$resource", "=~")
+ENDPOINT = Matcher(RESOURCE, f"$endpoint-{GENERATION_PATTERN}", "=~")
 
 
 @dataclass(frozen=True)
@@ -71,25 +74,35 @@ def _strictest(targets: Sequence[EndpointTarget], attribute: str) -> float | Non
 def rows(config: EnvironmentConfig) -> tuple[Row, ...]:
     """What the dashboard shows, in order (``rows(config)[i].panels[j].metrics`` is what a test checks)."""
     targets = endpoint_targets(config)
-    e2e, ttft, tpot, prefill_time = METRICS["e2e_ttft"], METRICS["ttft"], METRICS["tpot"], METRICS["prefill_time"]
-    waiting, kv, finished = METRICS["waiting"], METRICS["kv_retrieve"], METRICS["finished"]
+    ttfb, ttft, tpot, prefill_time = METRICS["ttfb"], METRICS["ttft"], METRICS["tpot"], METRICS["prefill_time"]
+    waiting, store, load, finished = METRICS["waiting"], METRICS["kv_store"], METRICS["kv_retrieve"], METRICS["finished"]
     xid, ecc, ecc_lifetime = METRICS["xid"], METRICS["ecc_dbe_volatile"], METRICS["ecc_dbe_aggregate"]
-    ok = Matcher(STATUS, "2.*", "=~")  # successful responses, as AWS's dashboard counts them
 
     def p(metric: Metric, *matchers: Matcher) -> tuple[Query, ...]:
         return tuple(Query(quantile_ms(metric, q, ENDPOINT, *matchers, window=WINDOW), f"P{int(q * 100)}")
                      for q in (0.5, 0.9, 0.99))
 
+    bound = (f"Upper bound of the client's P99 time to first token: P{HOP_QUANTILE * 100:g} of the prefill pods' "
+             f"time to first byte plus that of the decoder (the router's two hops; no pod sees the client's TTFT). "
+             f"{ttfb.description}. The decoder's own engine TTFT (vLLM) is drawn for comparison with its hop. "
+             "Red line: the strictest endpoint objective (slo.ttft_ms).")
     return (
         Row("Latency against the objective", (
-            PanelSpec("E2E TTFT", e2e.description + ". Red line: the strictest endpoint objective (slo.ttft_ms).",
-                      "ms", (e2e,), p(e2e, ok), _strictest(targets, "ttft_ms"), width=12),
+            PanelSpec("E2E TTFT (upper bound of the P99)", bound, "ms", (ttfb, ttft), (
+                Query(ttft_bound_ms(ENDPOINT, window=WINDOW), "P99 bound"),
+                Query(hop_quantile_ms("prefill", 0.99, ENDPOINT, window=WINDOW), "prefill hop P99"),
+                Query(hop_quantile_ms("decode", 0.99, ENDPOINT, window=WINDOW), "decode hop P99"),
+                # what the decoder's engine measures itself, to compare with the decode hop's first byte
+                Query(quantile_ms(ttft, 0.99, ENDPOINT, role("decode"), window=WINDOW), "decoder engine TTFT P99")),
+                _strictest(targets, "ttft_ms"), width=12),
             PanelSpec("Decode latency (TPOT)", tpot.description + ". Red line: the strictest slo.tpot_ms.",
                       "ms", (tpot,), p(tpot, role("decode")), _strictest(targets, "tpot_ms"), width=12),
             PanelSpec("Prefill TTFT", ttft.description, "ms", (ttft,), p(ttft, role("prefill"))),
             PanelSpec("Prefill time", prefill_time.description, "ms", (prefill_time,), p(prefill_time, role("prefill"))),
-            PanelSpec("KV transfer time", kv.description, "ms", (kv,), p(kv, role("decode")),
-                      float(config.alerts.kv_transfer_p99_ms)),
+            PanelSpec("KV transfer time (prefiller's store)", store.description + ". Red line: alerts.kv_transfer_p99_ms.",
+                      "ms", (store,), p(store, role("prefill")), float(config.alerts.kv_transfer_p99_ms)),
+            PanelSpec("Decoder KV load time (local copy, not the fabric)", load.description, "ms", (load,),
+                      p(load, role("decode"))),
         )),
         Row("Queues and routing", (
             PanelSpec("Prefill queue", waiting.description + " (per prefiller).", "short", (waiting,),
@@ -162,7 +175,7 @@ def dashboard(config: EnvironmentConfig) -> dict[str, Any]:
                 "targets": _targets(spec, namespace, config.region)})
             next_id, x, tallest = next_id + 1, x + spec.width, 8
         y += tallest
-    resources = [t.resource_name for t in endpoint_targets(config)]
+    names = [t.name for t in endpoint_targets(config)]
     return {
         "uid": f"hpdpd-{config.name}"[:40], "title": f"HyperPod DPD: {config.name}",
         "description": f"DPD endpoints of {config.name} (HyperPod cluster {config.hyperpod.cluster_name}); "
@@ -176,8 +189,9 @@ def dashboard(config: EnvironmentConfig) -> dict[str, Any]:
         "templating": {"list": [
             {"type": "datasource", "name": "datasource", "label": "Prometheus", "query": "prometheus"},
             {"type": "datasource", "name": "cloudwatch", "label": "CloudWatch", "query": "cloudwatch"},
-            {"type": "custom", "name": "resource", "label": "Endpoint (InferenceEndpointConfig)",
-             "query": ",".join(resources), "multi": True, "includeAll": True, "allValue": "|".join(resources),
+            # "All" is one group, so "$endpoint-<hex>" applies the generation suffix to every name.
+            {"type": "custom", "name": "endpoint", "label": "Endpoint (every generation of its IEC)",
+             "query": ",".join(names), "multi": True, "includeAll": True, "allValue": f"({'|'.join(names)})",
              "current": {"text": "All", "value": "$__all"}},
         ]},
         "panels": panels,

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Literal
 
 Kind = Literal["histogram", "gauge", "counter", "log"]
+Part = Literal["bucket", "count", "sum"]  # the three series a classic Prometheus histogram is exposed as
 
 # Labels of the HyperPod inference metrics (AWS's inference dashboard filters on them; the HyperPod inference
 # observability page lists cluster, deployment and pod dimensions for every inference metric).
@@ -31,6 +32,7 @@ RESOURCE_TYPE = "resource_type"
 POD = "pod_name"
 NODE = "node_name"
 STATUS = "status"
+METHOD = "method"  # the invocation's HTTP method: AWS's inference dashboard selects method="POST" (probes are GETs)
 # Labels of the DCGM exporter's GPU metrics, as AWS's alert rules use them.
 GPU = "gpu"
 HOSTNAME = "Hostname"
@@ -47,9 +49,27 @@ DPD_TROUBLESHOOTING = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker
 # LMCache's exporter and the PD path (stack-truth: the operator wires DPD through vLLM's LMCacheConnectorV1 and
 # LMCache's PD backend, not through vLLM's NixlConnector).
 LMCACHE_OBSERVABILITY = "LMCache/LMCache lmcache/observability.py @ dd022cc"
+# lmcache:num_stored_tokens is not registered at dd022cc; it is at 0353be8 ("Total number of tokens stored in lmcache
+# including evicted ones"), counted in on_store_request, i.e. the tokens handed to store(), before any is sent.
+LMCACHE_OBSERVABILITY_NEWER = "LMCache/LMCache lmcache/observability.py @ 0353be8"
 LMCACHE_STORE = "LMCache/LMCache lmcache/v1/cache_engine.py @ 000620e"
 LMCACHE_PD_BACKEND = "LMCache/LMCache lmcache/v1/storage_backend/pd_backend.py @ 07e0786"
+LMCACHE_NIXL_CHANNEL = "LMCache/LMCache lmcache/v1/transfer_channel/nixl_channel.py @ 0449f44"
 VLLM_NIXL_CONNECTOR = "vllm-project/vllm vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py"
+VLLM_LOGGERS = "vllm-project/vllm vllm/v1/metrics/loggers.py"
+# The DPD router's disaggregated path: a request to a prefiller with max_tokens=1, awaited to the end, then the
+# original request to the decoder (route_disaggregated_prefill_request; stack-truth cites lines 938-1000 @ a6c01db).
+ROUTER_TWO_HOPS = "vllm-project/production-stack src/vllm_router/services/request_service/request.py @ 00d34b7"
+
+# Histogram buckets (upper bounds, in the metric's unit) as the exporters register them. histogram_quantile never
+# reports above a histogram's highest finite bucket, so a threshold above it could never fire.
+LMCACHE_TIME_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+VLLM_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                     40.0, 80.0, 160.0, 640.0, 2560.0)
+VLLM_TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+                     80.0)
+VLLM_REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+                                240.0, 480.0, 960.0, 1920.0, 7680.0)
 
 
 class Source(enum.Enum):
@@ -72,7 +92,8 @@ class Metric:
     """One metric as its exporter names it. ``unit`` is a Grafana unit id (``ms``, ``s``, ``short``, ``reqps``).
 
     Log metrics (``kind="log"``) are CloudWatch metrics that a metric filter with ``log_pattern`` publishes, one
-    per matching line, under the environment's namespace (:func:`cloudwatch_namespace`).
+    per matching line, under the environment's namespace (:func:`cloudwatch_namespace`). ``buckets``: a histogram's
+    finite upper bounds as its exporter registers them, ``()`` where the exporter does not publish them.
     """
 
     key: str
@@ -84,17 +105,35 @@ class Metric:
     reference: str
     labels: tuple[str, ...] = ()
     log_pattern: str | None = None
+    buckets: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.buckets and (self.kind != "histogram" or list(self.buckets) != sorted(set(self.buckets))):
+            raise ValueError(f"{self.name}: buckets belong to a histogram and must be strictly increasing")
 
     @property
     def series(self) -> str:
         """The Prometheus series a query reads: ``<name>_bucket`` for a histogram."""
-        return f"{self.name}_bucket" if self.kind == "histogram" else self.name
+        return self.part_series("bucket")
+
+    def part_series(self, part: Part) -> str:
+        """``<name>_bucket``, ``_count`` or ``_sum`` of a histogram; the name itself for any other kind."""
+        return f"{self.name}_{part}" if self.kind == "histogram" else self.name
 
     @property
     def name_pattern(self) -> str | None:
         """For a name with ``:`` (vLLM, LMCache), a ``__name__`` regex that also matches the ``_`` spelling an
         OpenTelemetry pipeline may write instead; None for names without ``:``."""
-        return self.series.replace(":", "[:_]") if ":" in self.series else None
+        return self.part_pattern("bucket")
+
+    def part_pattern(self, part: Part) -> str | None:
+        series = self.part_series(part)
+        return series.replace(":", "[:_]") if ":" in series else None
+
+    @property
+    def highest_bucket(self) -> float | None:
+        """The highest finite bucket, in the metric's unit (None when unpublished)."""
+        return self.buckets[-1] if self.buckets else None
 
     @property
     def to_ms(self) -> str:
@@ -110,43 +149,54 @@ def _catalogue(*metrics: Metric) -> Mapping[str, Metric]:
 
 
 METRICS: Mapping[str, Metric] = _catalogue(
-    Metric("e2e_ttft", "model_ttfb_milliseconds", "histogram", "ms", Source.HYPERPOD_INVOCATION,
-           "End-to-end time to first token as the client sees it: the HyperPod invocation metric's time to first "
-           "byte of a response (routing, prefill, KV transfer and the first decode step)",
-           f"{AWS_DASHBOARD}, panel 'Time To First Byte (TTFB)'", (*INFERENCE_LABELS, STATUS)),
+    Metric("ttfb", "model_ttfb_milliseconds", "histogram", "ms", Source.HYPERPOD_INVOCATION,
+           "Time to first byte of one model pod's responses, measured by the pod's own proxy: one hop, not the "
+           "client's TTFT. A disaggregated request is two hops (the router awaits the prefiller's whole "
+           "max_tokens=1 response, then sends the request to the decoder), so the client's TTFT is about the sum "
+           "of a prefill-pod and a decode-pod TTFB, plus the router's own time",
+           f"{AWS_DASHBOARD}, panel 'Time To First Byte (TTFB)' (labels, method=\"POST\", status=~\"2.*\"); "
+           f"{ROUTER_TWO_HOPS}", (*INFERENCE_LABELS, STATUS, METHOD)),
     Metric("ttft", "vllm:time_to_first_token_seconds", "histogram", "s", Source.VLLM,
            "Time to first token inside one vLLM engine; on the prefillers this is the DPD page's Prefill TTFT",
-           "vllm-project/vllm vllm/v1/metrics/loggers.py", INFERENCE_LABELS),
+           f"{VLLM_LOGGERS} (histogram_time_to_first_token)", INFERENCE_LABELS, buckets=VLLM_TTFT_BUCKETS),
     Metric("tpot", "vllm:request_time_per_output_token_seconds", "histogram", "s", Source.VLLM,
            "Time per output token of each request; on the decoder this is the DPD page's Decode Latency (TPOT)",
-           "vllm-project/vllm vllm/v1/metrics/loggers.py", INFERENCE_LABELS),
+           f"{VLLM_LOGGERS} (histogram_request_time_per_output_token)", INFERENCE_LABELS, buckets=VLLM_TPOT_BUCKETS),
     Metric("prefill_time", "vllm:request_prefill_time_seconds", "histogram", "s", Source.VLLM,
            "Time a request spends in the prefill phase of an engine (the DPD page's Prefill Time on the prefillers)",
-           "vllm-project/vllm vllm/v1/metrics/loggers.py", INFERENCE_LABELS),
+           f"{VLLM_LOGGERS} (histogram_prefill_time_request, request_latency_buckets)", INFERENCE_LABELS,
+           buckets=VLLM_REQUEST_LATENCY_BUCKETS),
     Metric("waiting", "vllm:num_requests_waiting", "gauge", "short", Source.VLLM,
            "Requests queued in an engine, not yet scheduled (the DPD page's Prefill Queue and Decode Queue)",
-           "vllm-project/vllm vllm/v1/metrics/loggers.py", INFERENCE_LABELS),
+           VLLM_LOGGERS, INFERENCE_LABELS),
     Metric("finished", "vllm:request_success_total", "counter", "reqps", Source.VLLM,
            "Requests an engine finished; a disaggregated request finishes on a prefiller and on the decoder, a "
            "request under the routing threshold on the decoder only (the DPD page's DPD Routing Counts)",
-           "vllm-project/vllm vllm/v1/metrics/loggers.py", INFERENCE_LABELS),
+           VLLM_LOGGERS, INFERENCE_LABELS),
     Metric("kv_store", "lmcache:time_to_store", "histogram", "s", Source.LMCACHE,
            "Prefill-side KV transfer time: the prefiller's LMCache storing a request's KV cache. With LMCache's PD "
-           "backend the prefiller never keeps the cache; its put allocates room in the decoder's buffer (a ZMQ "
-           "round trip) and issues a NIXL WRITE that waits for completion, so this time contains the transfer over "
-           "the fabric (and the GPU-side copy before it)",
-           f"{LMCACHE_OBSERVABILITY} (histogram lmcache:time_to_store, seconds); {LMCACHE_STORE} (store: "
-           f"stats_monitor.on_store_finished around storage_manager.batched_put); {LMCACHE_PD_BACKEND} "
-           "(batched_submit_put_task -> nixl_channel.batched_write)", INFERENCE_LABELS),
+           "backend the prefiller never keeps the cache; its put asks the decoder for room in its PD buffer (a ZMQ "
+           "round trip that waits while that buffer is full) and issues a NIXL WRITE that waits for completion, so "
+           "this time contains the transfer over the fabric (and the GPU-side copy before it). A layer-wise store "
+           "(store_layer) spans the whole forward pass instead, prefill compute included",
+           f"{LMCACHE_OBSERVABILITY} (histogram lmcache:time_to_store, seconds, buckets 1 ms to 10 s); "
+           f"{LMCACHE_STORE} (store: stats_monitor.on_store_finished around storage_manager.batched_put); "
+           f"{LMCACHE_PD_BACKEND} (batched_submit_put_task: _remote_allocate, then nixl_channel.batched_write); "
+           f"{LMCACHE_NIXL_CHANNEL} (batched_write polls check_xfer_state until DONE)", INFERENCE_LABELS,
+           buckets=LMCACHE_TIME_BUCKETS),
     Metric("kv_stored_tokens", "lmcache:num_stored_tokens", "counter", "short", Source.LMCACHE,
-           "Tokens whose KV cache the prefiller's LMCache stored, i.e. pushed to the decoder",
-           f"{LMCACHE_OBSERVABILITY} (counter lmcache:num_stored_tokens)", INFERENCE_LABELS),
+           "Tokens handed to the prefiller's LMCache store, counted when the store starts (so also tokens that "
+           "were never sent); exposed as lmcache:num_stored_tokens_total (prometheus_client appends _total to a "
+           "counter); not registered by every LMCache release. Not a byte count: no alert derives a throughput "
+           "from it",
+           f"{LMCACHE_OBSERVABILITY_NEWER} (counter lmcache:num_stored_tokens, incremented in on_store_request)",
+           INFERENCE_LABELS),
     Metric("kv_retrieve", "lmcache:time_to_retrieve", "histogram", "s", Source.LMCACHE,
            "Decoder KV load time: the decoder's LMCache copying a KV cache the prefiller already wrote into its "
            "local PD buffer into vLLM's paged KV (the decoder's 'Retrieved N out of M required tokens ... cost' "
            "line). A local copy, not the fabric: never read it as KV transfer throughput",
            f"{LMCACHE_OBSERVABILITY} (histogram lmcache:time_to_retrieve, seconds); {LMCACHE_PD_BACKEND}",
-           INFERENCE_LABELS),
+           INFERENCE_LABELS, buckets=LMCACHE_TIME_BUCKETS),
     Metric("kv_bytes", "vllm:nixl_bytes_transferred", "histogram", "bytes", Source.VLLM,
            "Bytes of KV cache moved per NIXL transfer by vLLM's own NixlConnector. Registered only by that "
            "connector: a HyperPod DPD endpoint (LMCacheConnectorV1 with LMCache's PD backend) never has it",
@@ -193,17 +243,19 @@ class Matcher:
         return f'{self.label}{self.op}"{escaped}"'
 
 
-def selector(metric: Metric, *matchers: Matcher) -> str:
-    """``series{matchers}`` for a Prometheus metric; a label the catalogue does not list for it is an error."""
+def selector(metric: Metric, *matchers: Matcher, part: Part = "bucket") -> str:
+    """``series{matchers}`` for a Prometheus metric (for a histogram, its ``part`` series); a label the catalogue
+    does not list for it is an error."""
     if not metric.source.prometheus:
         raise ValueError(f"{metric.name} is a CloudWatch metric, not a Prometheus one")
     unknown = [m.label for m in matchers if m.label not in metric.labels]
     if unknown:
         raise ValueError(f"{metric.name} has no label {', '.join(unknown)} (labels: {', '.join(metric.labels)})")
     rendered = [m.render() for m in matchers]
-    if metric.name_pattern is not None:
-        return "{" + ",".join([Matcher("__name__", metric.name_pattern, "=~").render(), *rendered]) + "}"
-    return f"{metric.series}{{{','.join(rendered)}}}" if rendered else metric.series
+    pattern, series = metric.part_pattern(part), metric.part_series(part)
+    if pattern is not None:
+        return "{" + ",".join([Matcher("__name__", pattern, "=~").render(), *rendered]) + "}"
+    return f"{series}{{{','.join(rendered)}}}" if rendered else series
 
 
 def role(name: Literal["prefill", "decode"]) -> Matcher:
@@ -220,9 +272,11 @@ def quantile_ms(metric: Metric, quantile: float, *matchers: Matcher, window: str
 
 
 def rate_sum(metric: Metric, *matchers: Matcher, window: str = "5m") -> str:
-    if metric.kind != "counter":
-        raise ValueError(f"{metric.name} is not a counter")
-    return f"sum(rate({selector(metric, *matchers)}[{window}]))"
+    """Events per second over ``window``, summed over the matched series: a counter, or a histogram's
+    observations (its ``_count``)."""
+    if metric.kind not in ("counter", "histogram"):
+        raise ValueError(f"{metric.name} is not a counter or a histogram")
+    return f"sum(rate({selector(metric, *matchers, part='count')}[{window}]))"
 
 
 def fallback_ratio(*matchers: Matcher, window: str = "15m") -> str:

@@ -120,10 +120,13 @@ def test_rules_land_in_the_addon_workspace_with_the_endpoint_objective(with_work
     document = yaml.safe_load(rules["Properties"]["Data"])
     (endpoint,) = config.endpoints
     expressions = {r["alert"]: r["expr"] for g in document["groups"] for r in g["rules"]}
-    assert expressions["DpdE2eTtftP99AboveSlo"].endswith("> 1200")
+    assert expressions["DpdE2eTtftP99BoundAboveSlo"].endswith("> 1200")
     assert expressions["DpdTpotP99AboveSlo"].endswith("* 1000 > 40")
-    assert f'resource_name="{endpoint.resource_name}"' in expressions["DpdPrefillQueueHigh"]
-    assert {"DpdKvTransferSlow", "DpdFallbackRatioHigh", "GPUXidError", "GPUMemoryErrorDetected"} <= set(expressions)
+    # every generation of the endpoint's IEC: the rules deploy before a rollout promotes the rendered one
+    assert f'resource_name=~"{endpoint.name}-[0-9a-f]{{6}}"' in expressions["DpdPrefillQueueHigh"]
+    assert endpoint.resource_name not in rules["Properties"]["Data"]
+    assert {"DpdKvTransferSlow", "DpdKvTransferMetricsMissing", "DpdTtftMetricsMissing", "DpdFallbackRatioHigh",
+            "GPUXidError", "GPUMemoryErrorDetected"} <= set(expressions)
 
 
 def test_alert_manager_of_the_workspace_routes_to_the_topic(with_workspace) -> None:
@@ -216,7 +219,7 @@ def test_every_environment_with_endpoints_gets_the_alerts(synthesized) -> None:
     document = yaml.safe_load(rules["Properties"]["Data"])
     expressions = {r["alert"]: r["expr"] for g in document["groups"] for r in g["rules"]}
     # THEN dev's platform stack carries the rules at the default objective, the topic, the filter and the alarm
-    assert expressions["DpdE2eTtftP99AboveSlo"].endswith("> 2000")
+    assert expressions["DpdE2eTtftP99BoundAboveSlo"].endswith("> 2000")
     assert expressions["DpdTpotP99AboveSlo"].endswith("> 100")
     assert len(_of_type(dev, "AWS::SNS::Topic")) == 1
     assert {f["Properties"]["MetricTransformations"][0]["MetricName"]

@@ -47,8 +47,8 @@ AWS_RULES = REFERENCE / "alert-rules.yaml"
 BARE = re.compile(r'(?<![\w:"=~$.])([a-zA-Z_][a-zA-Z0-9_:]*)(?=\{|\[|\s*>|\s+offset|\s+or\s|\)|$)')
 BY_NAME = re.compile(r'__name__=~"([^"]+)"')
 NOT_SERIES = {"le", "pod_name", "Hostname", "gpu"}
-DPD_ALERTS = {"DpdE2eTtftP99AboveSlo", "DpdTpotP99AboveSlo", "DpdPrefillQueueHigh", "DpdKvTransferSlow",
-              "DpdFallbackRatioHigh"}
+DPD_ALERTS = {"DpdE2eTtftP99BoundAboveSlo", "DpdTpotP99AboveSlo", "DpdPrefillQueueHigh", "DpdKvTransferSlow",
+              "DpdFallbackRatioHigh", "DpdTtftMetricsMissing", "DpdKvTransferMetricsMissing"}
 
 
 def _env(base: dict[str, Any], mutate: Any = None) -> EnvironmentConfig:
@@ -81,12 +81,13 @@ def _series(expr: str) -> set[str]:
     return {m for m in BARE.findall(BY_NAME.sub("", expr)) if m not in NOT_SERIES} | set(BY_NAME.findall(expr))
 
 
-def _rendered(metric: Any) -> str:
-    return metric.name_pattern or metric.series
+def _parts(metric: Any) -> set[str]:
+    """How a query may name the metric: each series of a histogram (``_bucket``, ``_count``, ``_sum``) or the name."""
+    return {metric.part_pattern(p) or metric.part_series(p) for p in ("bucket", "count", "sum")}
 
 
 def _catalogue_series() -> set[str]:
-    return {_rendered(m) for m in METRICS.values() if m.source.prometheus}
+    return {series for m in METRICS.values() if m.source.prometheus for series in _parts(m)}
 
 
 def _dashboard_exprs(document: dict[str, Any]) -> list[str]:
@@ -102,8 +103,11 @@ def test_every_alert_and_panel_reads_only_catalogue_metrics(two_endpoints: Envir
     rules, document = all_rules(two_endpoints), render_dashboard(two_endpoints)
     for rule in rules:
         assert set(rule.metrics) <= catalogue
-        assert _series(rule.expr) and _series(rule.expr) <= _catalogue_series(), rule.alert
-        assert {_rendered(m) for m in rule.metrics} == _series(rule.expr), rule.alert
+        read = _series(rule.expr)
+        assert read and read <= _catalogue_series(), rule.alert
+        # the declared metrics are exactly the ones read
+        assert read <= {s for m in rule.metrics for s in _parts(m)}, rule.alert
+        assert all(_parts(m) & read for m in rule.metrics), rule.alert
     for expr in _dashboard_exprs(document):
         assert _series(expr) and _series(expr) <= _catalogue_series(), expr
     panel_metrics = {m for row in rows(two_endpoints) for panel in row.panels for m in panel.metrics}
@@ -157,10 +161,11 @@ def test_each_endpoint_has_every_dpd_signal_with_its_own_thresholds(two_endpoint
     for target, (ttft, tpot) in ((first, (1500, 45)), (second, (DEFAULT_TTFT_MS, DEFAULT_TPOT_MS))):
         rules = {r["alert"]: r for r in groups[f"hyperpod-dpd-{target.name}"]}
         assert set(rules) == DPD_ALERTS
-        scope = f'namespace="{target.namespace}",resource_name="{target.resource_name}"'
-        assert all(scope in r["expr"] for r in rules.values())
-        assert rules["DpdE2eTtftP99AboveSlo"]["expr"].endswith(f"> {ttft}")
-        assert "histogram_quantile(0.99" in rules["DpdE2eTtftP99AboveSlo"]["expr"]
+        # every generation of the endpoint's IEC, never one generation's hash
+        scope = f'namespace="{target.namespace}",resource_name=~"{target.name}-[0-9a-f]{{6}}"'
+        assert all(scope in r["expr"] and target.resource_name not in r["expr"] for r in rules.values())
+        assert rules["DpdE2eTtftP99BoundAboveSlo"]["expr"].endswith(f"> {ttft}")
+        assert rules["DpdE2eTtftP99BoundAboveSlo"]["expr"].count("histogram_quantile(0.995") == 2
         assert rules["DpdTpotP99AboveSlo"]["expr"].endswith(f"* 1000 > {tpot}")
         assert rules["DpdPrefillQueueHigh"]["expr"].endswith("> 12")
         assert rules["DpdKvTransferSlow"]["expr"].endswith("* 1000 > 250")
@@ -238,7 +243,7 @@ def test_dashboard_validates_against_grafanas_schema(two_endpoints: EnvironmentC
     assert len(ids) == len(set(ids))
     for expr in _dashboard_exprs(document):
         promql_parser.parse(expr)
-        assert 'resource_name=~"$resource"' in expr or expr.startswith("max by (Hostname, gpu)"), expr
+        assert 'resource_name=~"$endpoint-[0-9a-f]{6}"' in expr or expr.startswith("max by (Hostname, gpu)"), expr
 
 
 @pytest.mark.parametrize(("mutate", "message"), [
@@ -258,11 +263,14 @@ def test_a_broken_dashboard_fails_the_schema_check(dev: EnvironmentConfig, mutat
 def test_dashboard_draws_the_objectives_and_offers_every_endpoint(two_endpoints: EnvironmentConfig) -> None:
     document = render_dashboard(two_endpoints)
     panels = {p["title"]: p for p in document["panels"]}
-    steps = panels["E2E TTFT"]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    steps = panels["E2E TTFT (upper bound of the P99)"]["fieldConfig"]["defaults"]["thresholds"]["steps"]
     assert steps[-1]["value"] == 1500  # the strictest slo.ttft_ms of the two endpoints
     assert panels["Decode latency (TPOT)"]["fieldConfig"]["defaults"]["thresholds"]["steps"][-1]["value"] == 45
-    (resource,) = [v for v in document["templating"]["list"] if v["name"] == "resource"]
-    assert resource["query"].split(",") == [t.resource_name for t in endpoint_targets(two_endpoints)]
+    (endpoint,) = [v for v in document["templating"]["list"] if v["name"] == "endpoint"]
+    names = [t.name for t in endpoint_targets(two_endpoints)]
+    # names, not patterns (Grafana escapes a multi-value variable's regex characters); "All" is one group
+    assert endpoint["query"].split(",") == names
+    assert endpoint["allValue"] == f"({'|'.join(names)})"
 
 
 def test_export_writes_one_dashboard_per_environment_with_endpoints(tmp_path: Path, dev: EnvironmentConfig,
