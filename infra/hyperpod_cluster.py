@@ -20,6 +20,7 @@ from hyperpod_dpd.config.hyperpod import ClusterAutoScaling, InstanceGroup
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import guardrails, nag
 from hyperpod_dpd.infra.arns import arn
+from hyperpod_dpd.infra.autoscaling_ready import AutoScalingReady
 from hyperpod_dpd.infra.buckets import secure_bucket
 
 LIFECYCLE_DIR = Path(__file__).parent / "lifecycle"
@@ -30,7 +31,8 @@ E3644 = "E3644"
 
 # HyperPod-managed Karpenter (SageMaker docs, "Autoscaling on SageMaker HyperPod EKS" and its "Create an IAM role",
 # "Create a NodeClass" and "Create a NodePool" pages). HyperPod installs the controller and both CRDs once AutoScaling
-# is InService; the toolkit applies one HyperpodNodeClass and one NodePool per autoscaled group.
+# is InService; the toolkit applies one HyperpodNodeClass and one NodePool per autoscaled group, after a waiter
+# (infra/autoscaling_ready.py) has seen AutoScaling.Status InService.
 AUTOSCALER_TYPE = "Karpenter"
 CLUSTER_ROLE_PRINCIPAL = "hyperpod.sagemaker.amazonaws.com"
 # KMS grant operations the documented cluster-role policy allows HyperPod to create for node volumes
@@ -99,7 +101,8 @@ class HyperPodCluster(Construct):
     * A least-privilege execution role and an encrypted, TLS-only ``sagemaker-*`` lifecycle-script bucket.
     * With ``autoscaling``: ``AutoScaling`` (autoscaler type Karpenter, mode Enable, or Disable when switched off) and
       the ``ClusterRole`` HyperPod assumes to add and remove nodes; groups with ``autoscaling`` start at 0 nodes, and
-      :meth:`add_karpenter_resources` applies their HyperpodNodeClass and NodePool through the kubectl provider.
+      :meth:`add_karpenter_resources` applies their HyperpodNodeClass and NodePool through the kubectl provider once
+      :class:`AutoScalingReady` has seen HyperPod report the autoscaling ``InService``.
 
     Capacity-block types that cfn-lint's pricing-based list omits (rule E3644) are acknowledged on this resource
     only, with the reason; the config requires a training plan for them.
@@ -132,6 +135,8 @@ class HyperPodCluster(Construct):
         self._validate_autoscaling(instance_groups, autoscaling, node_recovery, node_provisioning_mode)
         super().__init__(scope, id)
         self.autoscaling = autoscaling
+        self.cluster_name = cluster_name
+        self.removal_policy = removal_policy
         self.lifecycle_bucket = secure_bucket(self, "LifecycleBucket", bucket_name=lifecycle_bucket_name,
                                               removal_policy=removal_policy, access_logs=access_logs_bucket)
         self.lifecycle_scripts = s3deploy.BucketDeployment(
@@ -175,20 +180,34 @@ class HyperPodCluster(Construct):
         self._acknowledge_autoscaled_health_checks(instance_groups)
         self.instance_groups = tuple(instance_groups)
         self.karpenter_manifests: dict[str, eks.KubernetesManifest] = {}
+        self.autoscaling_ready: AutoScalingReady | None = None
 
     @property
     def autoscaled_groups(self) -> tuple[InstanceGroup, ...]:
         return tuple(g for g in self.instance_groups if g.autoscaled)
 
     def add_karpenter_resources(self, cluster: eks.ICluster) -> dict[str, eks.KubernetesManifest]:
-        """One manifest per autoscaled group (its HyperpodNodeClass and NodePool) on ``cluster``, applied after the
-        HyperPod cluster: HyperPod installs their CRDs once AutoScaling is InService. Returns them by group name."""
-        for group in self.autoscaled_groups:
-            assert self.autoscaling is not None  # _validate_autoscaling: autoscaled groups need it
+        """One manifest per autoscaled group (its HyperpodNodeClass and NodePool) on ``cluster``, applied once HyperPod
+        reports AutoScaling InService (it installs their CRDs then): each depends on :attr:`autoscaling_ready`, which
+        exists only when some group autoscales. Returns the manifests by group name."""
+        groups = self.autoscaled_groups
+        if not groups:
+            return self.karpenter_manifests
+        # _validate_autoscaling: autoscaled groups need autoscaling, which comes with the cluster role
+        assert self.autoscaling is not None and self.cluster_role is not None
+        if self.autoscaling_ready is None:
+            self.autoscaling_ready = AutoScalingReady(
+                self, "AutoScalingReady", cluster_arn=self.resource.attr_cluster_arn,
+                cluster_name=self.cluster_name, removal_policy=self.removal_policy,
+                # the cluster's AutoScaling and role as rendered above, and the groups that need Karpenter
+                configuration={"AutoScaling": {"Mode": "Enable", "AutoScalerType": AUTOSCALER_TYPE},
+                               "ClusterRole": self.cluster_role.role_arn,
+                               "AutoscaledGroups": sorted(g.name for g in groups)})
+        for group in groups:
             manifest = eks.KubernetesManifest(
                 self, f"Karpenter-{group.name}", cluster=cluster, overwrite=True,
                 manifest=karpenter_manifests(group, consolidate_after_minutes=self.autoscaling.consolidate_after_minutes))
-            manifest.node.add_dependency(self.resource)
+            manifest.node.add_dependency(self.resource, self.autoscaling_ready.resource)
             self.karpenter_manifests[group.name] = manifest
         return self.karpenter_manifests
 

@@ -347,9 +347,11 @@ def test_an_autoscaled_group_starts_empty_without_deep_health_checks(scaled) -> 
 def test_each_autoscaled_group_gets_a_node_class_and_a_node_pool_with_its_bounds(scaled) -> None:
     _, template = scaled
     cluster_id, _ = _resource(template, "AWS::SageMaker::Cluster")
-    # THEN one manifest, for the autoscaled group only, applied after the HyperPod cluster (which installs the CRDs)
+    waiter_id, _ = _resource(template, "Custom::HyperPodAutoScalingReady")
+    # THEN one manifest, for the autoscaled group only, applied after the HyperPod cluster and after the waiter that
+    # sees its autoscaling InService (HyperPod installs the Karpenter CRDs then)
     ((_, resource, (node_class, node_pool)),) = _karpenter(template).values()
-    assert cluster_id in resource["DependsOn"]
+    assert {cluster_id, waiter_id} <= set(resource["DependsOn"])
     assert (node_class["apiVersion"], node_class["kind"]) == ("karpenter.sagemaker.amazonaws.com/v1", "HyperpodNodeClass")
     assert node_class["metadata"]["name"] == node_pool["metadata"]["name"] == "hpdpd-prefill"
     assert node_class["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "hyperpod-dpd"
@@ -385,6 +387,8 @@ def test_switching_autoscaling_off_keeps_the_cluster_role(cdk_context: dict[str,
     # THEN the mode is Disable and the role stays (HyperPod does not let it change while autoscaling is on)
     assert cluster["Properties"]["AutoScaling"] == {"Mode": "Disable", "AutoScalerType": "Karpenter"}
     assert "ClusterRole" in cluster["Properties"] and not _karpenter(template)
+    # AND nothing waits for an autoscaling that is off (enabling it again creates the waiter anew, which waits)
+    assert not [r for r in template["Resources"].values() if r["Type"] == "Custom::HyperPodAutoScalingReady"]
 
 
 def test_without_autoscaling_the_cluster_has_neither_autoscaling_nor_a_cluster_role(dev) -> None:
