@@ -1,4 +1,4 @@
-"""``InferenceEndpointConfig`` fields newer than the vendored v3.2 CRD, driven by one table.
+"""``InferenceEndpointConfig`` fields newer than the vendored CRD (operator 3.3), driven by one table.
 
 The table is :data:`hyperpod_dpd.catalogue.operator.IEC_EXTENSION_FIELDS` (JSON path, operator release, source,
 schema shape); it lives in the catalogue so the configuration checks can gate the fields on ``operator.version``

@@ -154,8 +154,9 @@ def supports(operator: str, introduced: str) -> bool:
 
 @dataclass(frozen=True)
 class CrdField:
-    """An ``InferenceEndpointConfig`` field newer than the vendored v3.2 CRD: its dotted JSON path, the operator
-    release that added it, where that is documented, and its ``openAPIV3Schema`` shape (for the manifest checks)."""
+    """An ``InferenceEndpointConfig`` field newer than the vendored CRD (operator 3.3, ``k8s/crds/SOURCES.md``): its
+    dotted JSON path, the operator release that added it, where that is documented, and its ``openAPIV3Schema`` shape
+    (for the manifest checks)."""
 
     path: str
     introduced: str
@@ -170,14 +171,17 @@ _TOLERATIONS_SCHEMA: Mapping[str, Any] = {"type": "array", "items": {"type": "ob
 
 # The one list of IEC fields rendered beyond the vendored CRD: k8s/extensions.py renders them with JSON patches and
 # adds them to the schema the manifest validation uses; the endpoint checks gate them on operator.version.
-# No public CRD of 3.6/3.7 was found; the shapes follow the field names in the chart pull requests.
+# The newest public CRD is operator 3.3's (chart 2.3.0, aws/sagemaker-hyperpod-cli @ 0986f2cc); none of 3.4-3.7 was
+# found, so these paths and shapes are inferred from the chart pull requests, not read from a CRD. If a release puts
+# one elsewhere, kubectl's strict field validation fails the deploy with "unknown field" (the kubectl provider applies
+# without --validate=false) instead of dropping it; extend_schema raises once a vendored CRD declares one.
 IEC_EXTENSION_FIELDS: Mapping[str, CrdField] = MappingProxyType({f.path: f for f in (
     CrdField("spec.kubernetes.podTemplateAnnotations", "3.6",
              "aws/sagemaker-hyperpod-cli #461: 'IEC spec.kubernetes.podTemplateAnnotations'",
              {"type": "object", "additionalProperties": {"type": "string"}}),
     CrdField("spec.tolerations", "3.7",
              "aws/sagemaker-hyperpod-cli #464: 'InferenceEndpointConfig and JumpStartModel CRDs now support "
-             "tolerations' (a spec-level []Toleration)", _TOLERATIONS_SCHEMA),
+             "tolerations' (path not stated: a spec-level []Toleration is inferred, UNCONFIRMED)", _TOLERATIONS_SCHEMA),
     CrdField("spec.lmcache", "3.7",
              "aws/sagemaker-hyperpod-cli #464: 'lmcache.mode (InProcess | MultiProcess)'",
              {"type": "object", "properties": {"mode": {"type": "string", "enum": ["InProcess", "MultiProcess"]}}}),

@@ -184,8 +184,8 @@ def _changed(manifest: Manifest, change: Callable[[Manifest], None]) -> Manifest
 
 
 @pytest.mark.parametrize(("change", "expected"), [
-    (lambda m: m["spec"].__setitem__("modelCacheConfig", {"weightsCache": {"enabled": True}}),
-     "spec.modelCacheConfig: 'modelCacheConfig': is not a field of the CRD schema"),
+    (lambda m: m["spec"].__setitem__("metricsSidecarResources", {"limits": {"cpu": "1"}}),
+     "spec.metricsSidecarResources: 'metricsSidecarResources': is not a field of the CRD schema"),
     (lambda m: m["spec"]["kubernetes"].__setitem__("podTemplateLabels", {"team": "llm"}),
      "spec.kubernetes.podTemplateLabels: 'podTemplateLabels': is not a field of the CRD schema"),
     (lambda m: m["spec"]["lmcache"].__setitem__("cacheSize", 4),

@@ -69,9 +69,23 @@ def test_crd_errors_name_the_object_and_the_json_path(iec_manifest: Manifest, ch
 
 
 def test_the_strict_walk_finds_fields_newer_than_the_vendored_crd(iec_manifest: Manifest) -> None:
-    # GIVEN a v3.3 field that the v3.2 CRD does not know (the API server would prune it silently)
-    manifest = _broken(iec_manifest, lambda m: m["spec"].__setitem__("modelCacheConfig", {"weightsCache": {"enabled": True}}))
-    assert "spec.modelCacheConfig: 'modelCacheConfig': is not a field of the CRD schema" in _error(manifest)
+    # GIVEN a field of operator 3.4 (sidecar resource overrides) that the vendored 3.3 CRD does not declare
+    manifest = _broken(iec_manifest, lambda m: m["spec"].__setitem__("metricsSidecarResources",
+                                                                       {"limits": {"cpu": "1"}}))
+    # THEN it is refused (the API server would prune it without a word)
+    assert "spec.metricsSidecarResources: 'metricsSidecarResources': is not a field of the CRD schema" in _error(manifest)
+
+
+def test_fields_of_the_vendored_3_3_crd_are_checked_by_its_schema(iec_manifest: Manifest) -> None:
+    # GIVEN operator 3.3's modelCacheConfig, declared by the vendored CRD (k8s/crds/SOURCES.md)
+    cached = _broken(iec_manifest, lambda m: m["spec"].__setitem__("modelCacheConfig", {
+        "weightsCache": {"enabled": True, "hostPath": "/opt/dlami/nvme"}, "imageCache": {"enabled": True}}))
+    # THEN the schema accepts it as written, and its shapes hold: imageCache needs enabled, hostPath is not empty
+    assert manifest_issues(cached, kubernetes_version=VERSION) == []
+    no_flag = _broken(cached, lambda m: m["spec"]["modelCacheConfig"].__setitem__("imageCache", {}))
+    assert "spec.modelCacheConfig.imageCache.enabled: missing: is required by the CRD schema" in _error(no_flag)
+    empty = _broken(cached, lambda m: m["spec"]["modelCacheConfig"]["weightsCache"].__setitem__("hostPath", ""))
+    assert "spec.modelCacheConfig.weightsCache.hostPath: '': '' should be non-empty" in _error(empty)
 
 
 def test_deploy_time_tokens_are_not_judged_by_patterns(iec_manifest: Manifest) -> None:

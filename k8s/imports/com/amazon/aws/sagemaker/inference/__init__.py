@@ -185,6 +185,7 @@ class InferenceEndpointConfigProps:
         "load_balancer": "loadBalancer",
         "max_deploy_time_in_seconds": "maxDeployTimeInSeconds",
         "metrics": "metrics",
+        "model_cache_config": "modelCacheConfig",
         "model_version": "modelVersion",
         "node_affinity": "nodeAffinity",
         "pd_spec": "pdSpec",
@@ -214,6 +215,7 @@ class InferenceEndpointConfigSpec:
         load_balancer: typing.Optional[typing.Union["InferenceEndpointConfigSpecLoadBalancer", typing.Dict[builtins.str, typing.Any]]] = None,
         max_deploy_time_in_seconds: typing.Optional[jsii.Number] = None,
         metrics: typing.Optional[typing.Union["InferenceEndpointConfigSpecMetrics", typing.Dict[builtins.str, typing.Any]]] = None,
+        model_cache_config: typing.Optional[typing.Union["InferenceEndpointConfigSpecModelCacheConfig", typing.Dict[builtins.str, typing.Any]]] = None,
         model_version: typing.Optional[builtins.str] = None,
         node_affinity: typing.Optional[typing.Union["InferenceEndpointConfigSpecNodeAffinity", typing.Dict[builtins.str, typing.Any]]] = None,
         pd_spec: typing.Optional[typing.Union["InferenceEndpointConfigSpecPdSpec", typing.Dict[builtins.str, typing.Any]]] = None,
@@ -240,6 +242,7 @@ class InferenceEndpointConfigSpec:
         :param load_balancer: Configuration for Application Load Balancer.
         :param max_deploy_time_in_seconds: Maximum allowed time in seconds for the deployment to complete before timing out. Defaults to 1 hour (3600 seconds) Default: 1 hour (3600 seconds)
         :param metrics: Configuration for metrics collection and exposure.
+        :param model_cache_config: Configuration for model caching (image and data).
         :param model_version: Version of the model used in creating sagemaker endpoint.
         :param node_affinity: Custom node affinity configuration for advanced scheduling. This field is mutually exclusive with instanceType and instanceTypes fields.
         :param pd_spec: Configuration for disaggregated prefill and decode (DPD). Presence of pdSpec enables DPD mode, creating separate prefill and decode Deployments.
@@ -269,6 +272,8 @@ class InferenceEndpointConfigSpec:
             load_balancer = InferenceEndpointConfigSpecLoadBalancer(**load_balancer)
         if isinstance(metrics, dict):
             metrics = InferenceEndpointConfigSpecMetrics(**metrics)
+        if isinstance(model_cache_config, dict):
+            model_cache_config = InferenceEndpointConfigSpecModelCacheConfig(**model_cache_config)
         if isinstance(node_affinity, dict):
             node_affinity = InferenceEndpointConfigSpecNodeAffinity(**node_affinity)
         if isinstance(pd_spec, dict):
@@ -294,6 +299,7 @@ class InferenceEndpointConfigSpec:
             check_type(argname="argument load_balancer", value=load_balancer, expected_type=type_hints["load_balancer"])
             check_type(argname="argument max_deploy_time_in_seconds", value=max_deploy_time_in_seconds, expected_type=type_hints["max_deploy_time_in_seconds"])
             check_type(argname="argument metrics", value=metrics, expected_type=type_hints["metrics"])
+            check_type(argname="argument model_cache_config", value=model_cache_config, expected_type=type_hints["model_cache_config"])
             check_type(argname="argument model_version", value=model_version, expected_type=type_hints["model_version"])
             check_type(argname="argument node_affinity", value=node_affinity, expected_type=type_hints["node_affinity"])
             check_type(argname="argument pd_spec", value=pd_spec, expected_type=type_hints["pd_spec"])
@@ -333,6 +339,8 @@ class InferenceEndpointConfigSpec:
             self._values["max_deploy_time_in_seconds"] = max_deploy_time_in_seconds
         if metrics is not None:
             self._values["metrics"] = metrics
+        if model_cache_config is not None:
+            self._values["model_cache_config"] = model_cache_config
         if model_version is not None:
             self._values["model_version"] = model_version
         if node_affinity is not None:
@@ -532,6 +540,17 @@ class InferenceEndpointConfigSpec:
         '''
         result = self._values.get("metrics")
         return typing.cast(typing.Optional["InferenceEndpointConfigSpecMetrics"], result)
+
+    @builtins.property
+    def model_cache_config(
+        self,
+    ) -> typing.Optional["InferenceEndpointConfigSpecModelCacheConfig"]:
+        '''Configuration for model caching (image and data).
+
+        :schema: InferenceEndpointConfigSpec#modelCacheConfig
+        '''
+        result = self._values.get("model_cache_config")
+        return typing.cast(typing.Optional["InferenceEndpointConfigSpecModelCacheConfig"], result)
 
     @builtins.property
     def model_version(self) -> typing.Optional[builtins.str]:
@@ -17705,6 +17724,7 @@ class InferenceEndpointConfigSpecKvCacheSpecL2CacheSpec:
     jsii_struct_bases=[],
     name_mapping={
         "health_check_path": "healthCheckPath",
+        "idle_timeout_seconds": "idleTimeoutSeconds",
         "routing_algorithm": "routingAlgorithm",
     },
 )
@@ -17713,11 +17733,13 @@ class InferenceEndpointConfigSpecLoadBalancer:
         self,
         *,
         health_check_path: typing.Optional[builtins.str] = None,
+        idle_timeout_seconds: typing.Optional[jsii.Number] = None,
         routing_algorithm: typing.Optional["InferenceEndpointConfigSpecLoadBalancerRoutingAlgorithm"] = None,
     ) -> None:
         '''Configuration for Application Load Balancer.
 
         :param health_check_path: Health check path for the ALB target group. Defaults to /ping if not specified. Default: ping if not specified.
+        :param idle_timeout_seconds: Idle timeout in seconds for the ALB connection. If not specified, defaults to 60 seconds.
         :param routing_algorithm: Routing algorithm for the ALB target group (least_oustanding_requests or round_robin).
 
         :schema: InferenceEndpointConfigSpecLoadBalancer
@@ -17725,10 +17747,13 @@ class InferenceEndpointConfigSpecLoadBalancer:
         if __debug__:
             type_hints = cached_type_hints(_typecheckingstub__73e02fcd2da41d268b7423b240be78d78e15a7e44b2173769504c70b1652c192)
             check_type(argname="argument health_check_path", value=health_check_path, expected_type=type_hints["health_check_path"])
+            check_type(argname="argument idle_timeout_seconds", value=idle_timeout_seconds, expected_type=type_hints["idle_timeout_seconds"])
             check_type(argname="argument routing_algorithm", value=routing_algorithm, expected_type=type_hints["routing_algorithm"])
         self._values: typing.Dict[builtins.str, typing.Any] = {}
         if health_check_path is not None:
             self._values["health_check_path"] = health_check_path
+        if idle_timeout_seconds is not None:
+            self._values["idle_timeout_seconds"] = idle_timeout_seconds
         if routing_algorithm is not None:
             self._values["routing_algorithm"] = routing_algorithm
 
@@ -17744,6 +17769,17 @@ class InferenceEndpointConfigSpecLoadBalancer:
         '''
         result = self._values.get("health_check_path")
         return typing.cast(typing.Optional[builtins.str], result)
+
+    @builtins.property
+    def idle_timeout_seconds(self) -> typing.Optional[jsii.Number]:
+        '''Idle timeout in seconds for the ALB connection.
+
+        If not specified, defaults to 60 seconds.
+
+        :schema: InferenceEndpointConfigSpecLoadBalancer#idleTimeoutSeconds
+        '''
+        result = self._values.get("idle_timeout_seconds")
+        return typing.cast(typing.Optional[jsii.Number], result)
 
     @builtins.property
     def routing_algorithm(
@@ -17921,6 +17957,183 @@ class InferenceEndpointConfigSpecMetricsModelMetrics:
 
     def __repr__(self) -> str:
         return "InferenceEndpointConfigSpecMetricsModelMetrics(%s)" % ", ".join(
+            k + "=" + repr(v) for k, v in self._values.items()
+        )
+
+
+@jsii.data_type(
+    jsii_type="comamazonawssagemakerinference.InferenceEndpointConfigSpecModelCacheConfig",
+    jsii_struct_bases=[],
+    name_mapping={"image_cache": "imageCache", "weights_cache": "weightsCache"},
+)
+class InferenceEndpointConfigSpecModelCacheConfig:
+    def __init__(
+        self,
+        *,
+        image_cache: typing.Optional[typing.Union["InferenceEndpointConfigSpecModelCacheConfigImageCache", typing.Dict[builtins.str, typing.Any]]] = None,
+        weights_cache: typing.Optional[typing.Union["InferenceEndpointConfigSpecModelCacheConfigWeightsCache", typing.Dict[builtins.str, typing.Any]]] = None,
+    ) -> None:
+        '''Configuration for model caching (image and data).
+
+        :param image_cache: Configuration for image caching. When enabled, the operator pre-pulls the inference server container image onto target nodes via a DaemonSet.
+        :param weights_cache: Configuration for pre-caching model weights on local NVMe storage.
+
+        :schema: InferenceEndpointConfigSpecModelCacheConfig
+        '''
+        if isinstance(image_cache, dict):
+            image_cache = InferenceEndpointConfigSpecModelCacheConfigImageCache(**image_cache)
+        if isinstance(weights_cache, dict):
+            weights_cache = InferenceEndpointConfigSpecModelCacheConfigWeightsCache(**weights_cache)
+        if __debug__:
+            type_hints = cached_type_hints(_typecheckingstub__b935ead96d3b9948670343573d7524930fd9c49d777b77ad28c7a141f0841054)
+            check_type(argname="argument image_cache", value=image_cache, expected_type=type_hints["image_cache"])
+            check_type(argname="argument weights_cache", value=weights_cache, expected_type=type_hints["weights_cache"])
+        self._values: typing.Dict[builtins.str, typing.Any] = {}
+        if image_cache is not None:
+            self._values["image_cache"] = image_cache
+        if weights_cache is not None:
+            self._values["weights_cache"] = weights_cache
+
+    @builtins.property
+    def image_cache(
+        self,
+    ) -> typing.Optional["InferenceEndpointConfigSpecModelCacheConfigImageCache"]:
+        '''Configuration for image caching.
+
+        When enabled, the operator pre-pulls the
+        inference server container image onto target nodes via a DaemonSet.
+
+        :schema: InferenceEndpointConfigSpecModelCacheConfig#imageCache
+        '''
+        result = self._values.get("image_cache")
+        return typing.cast(typing.Optional["InferenceEndpointConfigSpecModelCacheConfigImageCache"], result)
+
+    @builtins.property
+    def weights_cache(
+        self,
+    ) -> typing.Optional["InferenceEndpointConfigSpecModelCacheConfigWeightsCache"]:
+        '''Configuration for pre-caching model weights on local NVMe storage.
+
+        :schema: InferenceEndpointConfigSpecModelCacheConfig#weightsCache
+        '''
+        result = self._values.get("weights_cache")
+        return typing.cast(typing.Optional["InferenceEndpointConfigSpecModelCacheConfigWeightsCache"], result)
+
+    def __eq__(self, rhs: typing.Any) -> builtins.bool:
+        return isinstance(rhs, self.__class__) and rhs._values == self._values
+
+    def __ne__(self, rhs: typing.Any) -> builtins.bool:
+        return not (rhs == self)
+
+    def __repr__(self) -> str:
+        return "InferenceEndpointConfigSpecModelCacheConfig(%s)" % ", ".join(
+            k + "=" + repr(v) for k, v in self._values.items()
+        )
+
+
+@jsii.data_type(
+    jsii_type="comamazonawssagemakerinference.InferenceEndpointConfigSpecModelCacheConfigImageCache",
+    jsii_struct_bases=[],
+    name_mapping={"enabled": "enabled"},
+)
+class InferenceEndpointConfigSpecModelCacheConfigImageCache:
+    def __init__(self, *, enabled: builtins.bool) -> None:
+        '''Configuration for image caching.
+
+        When enabled, the operator pre-pulls the
+        inference server container image onto target nodes via a DaemonSet.
+
+        :param enabled: Enable or disable image caching for this deployment. When enabled, the operator creates a ModelImageCache resource that pins the inference server image on target nodes.
+
+        :schema: InferenceEndpointConfigSpecModelCacheConfigImageCache
+        '''
+        if __debug__:
+            type_hints = cached_type_hints(_typecheckingstub__42dce6ad042797b00e329b60bc8872b02bb419c5964820f0c21323c431a2bc2c)
+            check_type(argname="argument enabled", value=enabled, expected_type=type_hints["enabled"])
+        self._values: typing.Dict[builtins.str, typing.Any] = {
+            "enabled": enabled,
+        }
+
+    @builtins.property
+    def enabled(self) -> builtins.bool:
+        '''Enable or disable image caching for this deployment.
+
+        When enabled, the operator creates a ModelImageCache resource that pins
+        the inference server image on target nodes.
+
+        :schema: InferenceEndpointConfigSpecModelCacheConfigImageCache#enabled
+        '''
+        result = self._values.get("enabled")
+        assert result is not None, "Required property 'enabled' is missing"
+        return typing.cast(builtins.bool, result)
+
+    def __eq__(self, rhs: typing.Any) -> builtins.bool:
+        return isinstance(rhs, self.__class__) and rhs._values == self._values
+
+    def __ne__(self, rhs: typing.Any) -> builtins.bool:
+        return not (rhs == self)
+
+    def __repr__(self) -> str:
+        return "InferenceEndpointConfigSpecModelCacheConfigImageCache(%s)" % ", ".join(
+            k + "=" + repr(v) for k, v in self._values.items()
+        )
+
+
+@jsii.data_type(
+    jsii_type="comamazonawssagemakerinference.InferenceEndpointConfigSpecModelCacheConfigWeightsCache",
+    jsii_struct_bases=[],
+    name_mapping={"enabled": "enabled", "host_path": "hostPath"},
+)
+class InferenceEndpointConfigSpecModelCacheConfigWeightsCache:
+    def __init__(
+        self,
+        *,
+        enabled: typing.Optional[builtins.bool] = None,
+        host_path: typing.Optional[builtins.str] = None,
+    ) -> None:
+        '''Configuration for pre-caching model weights on local NVMe storage.
+
+        :param enabled: Whether model data caching is enabled.
+        :param host_path: Host path where cached model weights are stored.
+
+        :schema: InferenceEndpointConfigSpecModelCacheConfigWeightsCache
+        '''
+        if __debug__:
+            type_hints = cached_type_hints(_typecheckingstub__4304633471ac4a41e36a23260523792ec916a573bcdb51f392b89ba3880afd65)
+            check_type(argname="argument enabled", value=enabled, expected_type=type_hints["enabled"])
+            check_type(argname="argument host_path", value=host_path, expected_type=type_hints["host_path"])
+        self._values: typing.Dict[builtins.str, typing.Any] = {}
+        if enabled is not None:
+            self._values["enabled"] = enabled
+        if host_path is not None:
+            self._values["host_path"] = host_path
+
+    @builtins.property
+    def enabled(self) -> typing.Optional[builtins.bool]:
+        '''Whether model data caching is enabled.
+
+        :schema: InferenceEndpointConfigSpecModelCacheConfigWeightsCache#enabled
+        '''
+        result = self._values.get("enabled")
+        return typing.cast(typing.Optional[builtins.bool], result)
+
+    @builtins.property
+    def host_path(self) -> typing.Optional[builtins.str]:
+        '''Host path where cached model weights are stored.
+
+        :schema: InferenceEndpointConfigSpecModelCacheConfigWeightsCache#hostPath
+        '''
+        result = self._values.get("host_path")
+        return typing.cast(typing.Optional[builtins.str], result)
+
+    def __eq__(self, rhs: typing.Any) -> builtins.bool:
+        return isinstance(rhs, self.__class__) and rhs._values == self._values
+
+    def __ne__(self, rhs: typing.Any) -> builtins.bool:
+        return not (rhs == self)
+
+    def __repr__(self) -> str:
+        return "InferenceEndpointConfigSpecModelCacheConfigWeightsCache(%s)" % ", ".join(
             k + "=" + repr(v) for k, v in self._values.items()
         )
 
@@ -29097,6 +29310,9 @@ __all__ = [
     "InferenceEndpointConfigSpecLoadBalancerRoutingAlgorithm",
     "InferenceEndpointConfigSpecMetrics",
     "InferenceEndpointConfigSpecMetricsModelMetrics",
+    "InferenceEndpointConfigSpecModelCacheConfig",
+    "InferenceEndpointConfigSpecModelCacheConfigImageCache",
+    "InferenceEndpointConfigSpecModelCacheConfigWeightsCache",
     "InferenceEndpointConfigSpecModelSourceConfig",
     "InferenceEndpointConfigSpecModelSourceConfigFsxStorage",
     "InferenceEndpointConfigSpecModelSourceConfigHuggingFaceModel",
@@ -29266,6 +29482,7 @@ def _typecheckingstub__ad600e1e53867817782818831d56c2b20332d59c8660e9e5c7990e408
     load_balancer: typing.Optional[typing.Union[InferenceEndpointConfigSpecLoadBalancer, typing.Dict[builtins.str, typing.Any]]] = None,
     max_deploy_time_in_seconds: typing.Optional[jsii.Number] = None,
     metrics: typing.Optional[typing.Union[InferenceEndpointConfigSpecMetrics, typing.Dict[builtins.str, typing.Any]]] = None,
+    model_cache_config: typing.Optional[typing.Union[InferenceEndpointConfigSpecModelCacheConfig, typing.Dict[builtins.str, typing.Any]]] = None,
     model_version: typing.Optional[builtins.str] = None,
     node_affinity: typing.Optional[typing.Union[InferenceEndpointConfigSpecNodeAffinity, typing.Dict[builtins.str, typing.Any]]] = None,
     pd_spec: typing.Optional[typing.Union[InferenceEndpointConfigSpecPdSpec, typing.Dict[builtins.str, typing.Any]]] = None,
@@ -31004,6 +31221,7 @@ def _typecheckingstub__615a8205e8b533b7321e38e1dbcbfa876246ea3c745592ebd0173d0b4
 def _typecheckingstub__73e02fcd2da41d268b7423b240be78d78e15a7e44b2173769504c70b1652c192(
     *,
     health_check_path: typing.Optional[builtins.str] = None,
+    idle_timeout_seconds: typing.Optional[jsii.Number] = None,
     routing_algorithm: typing.Optional[InferenceEndpointConfigSpecLoadBalancerRoutingAlgorithm] = None,
 ) -> None:
     """Type checking stubs"""
@@ -31022,6 +31240,29 @@ def _typecheckingstub__553b619834af2417868be8190356fae283d31165e23cc70e098a560c8
     *,
     path: typing.Optional[builtins.str] = None,
     port: typing.Optional[jsii.Number] = None,
+) -> None:
+    """Type checking stubs"""
+    pass
+
+def _typecheckingstub__b935ead96d3b9948670343573d7524930fd9c49d777b77ad28c7a141f0841054(
+    *,
+    image_cache: typing.Optional[typing.Union[InferenceEndpointConfigSpecModelCacheConfigImageCache, typing.Dict[builtins.str, typing.Any]]] = None,
+    weights_cache: typing.Optional[typing.Union[InferenceEndpointConfigSpecModelCacheConfigWeightsCache, typing.Dict[builtins.str, typing.Any]]] = None,
+) -> None:
+    """Type checking stubs"""
+    pass
+
+def _typecheckingstub__42dce6ad042797b00e329b60bc8872b02bb419c5964820f0c21323c431a2bc2c(
+    *,
+    enabled: builtins.bool,
+) -> None:
+    """Type checking stubs"""
+    pass
+
+def _typecheckingstub__4304633471ac4a41e36a23260523792ec916a573bcdb51f392b89ba3880afd65(
+    *,
+    enabled: typing.Optional[builtins.bool] = None,
+    host_path: typing.Optional[builtins.str] = None,
 ) -> None:
     """Type checking stubs"""
     pass
