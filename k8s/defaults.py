@@ -15,6 +15,7 @@ from hyperpod_dpd.catalogue.operator import (  # noqa: F401 - the shared names, 
     MANAGED_BY,
     MANAGED_BY_LABEL,
 )
+from hyperpod_dpd.config.endpoint_router import default_router_pod_labels
 
 # The vLLM worker as in the documented example: the server listens on 8000 and reads the weights the operator mounts.
 MODEL_PORT = 8000
@@ -30,13 +31,11 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on eve
 
 
 def router_pod_labels(resource_name: str, namespace: str) -> dict[str, str]:
-    """ASSUMPTION (undocumented): the router pods of an IEC carry ``app=<iec-name>-<iec-namespace>-router``.
-
-    The docs name only the router Deployment (``<iec-name>-<iec-namespace>-router-...``). Check with
-    ``kubectl get pods -n hyperpod-inference-system --show-labels`` and override with ``router.router_pod_labels``.
-    A wrong guess selects no pod, so the router NetworkPolicy then has no effect (it fails open, never closed).
-    """
-    return {"app": f"{resource_name}-{namespace}-router"}
+    """ASSUMPTION (undocumented): the router pods of an IEC carry ``app=<iec-name>-<iec-namespace>-router``; one
+    definition, in the configuration (``hyperpod_dpd.config.endpoint_router.default_router_pod_labels``), which
+    ``hpdpd rollout`` also reads. A wrong guess selects no pod, so the router NetworkPolicy then has no effect (it
+    fails open, never closed)."""
+    return default_router_pod_labels(resource_name, namespace)
 
 
 # --- NetworkPolicy facts (k8s/router.py; docs/endpoints.md "Network isolation") --------------------------------------

@@ -55,7 +55,9 @@ class DisaggregatedEndpoint(Construct):
     * the three DPD environment variables, GPU (and CPU/memory) requests per role, per-role node selectors onto the
       HyperPod prefill and decode groups, same-AZ topology, ``/health`` load-balancer checks and the worker block;
     * the IEC name ``<name>-<generation>``: the generation hashes the fields the operator cannot change in place, so
-      changing one renders a new IEC (see README, "Changing immutable fields");
+      changing one renders a new IEC (see README, "Changing immutable fields"); with ``sagemaker_endpoint_name``
+      its ``endpointName`` is ``<sagemaker_endpoint_name>-<generation>`` (SageMaker names are unique per account and
+      Region, so two generations side by side need two; ``rollout.fixed_sagemaker_endpoint_name`` keeps one);
     * fields of later operators (tolerations, ``lmcache.mode``, pod template annotations), refused when
       ``operator_version`` predates them. Tolerations derived from the instance groups' taints come from
       :meth:`EndpointConfig.for_environment`; an endpoint built in Python renders only the tolerations it lists.
@@ -106,7 +108,7 @@ class DisaggregatedEndpoint(Construct):
             model_version=e.model.version,
             instance_type=e.instance_type,
             invocation_endpoint=e.invocation_path,
-            endpoint_name=e.sagemaker_endpoint_name,
+            endpoint_name=e.rendered_sagemaker_endpoint_name,  # <name>-<generation>: generations side by side
             model_source_config=self._model_source(),
             worker=self._worker(),
             pd_spec=iec.InferenceEndpointConfigSpecPdSpec(

@@ -24,9 +24,12 @@ from cdk8s_plus_35 import k8s
 from constructs import Construct
 
 from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE, OBSERVABILITY_NAMESPACE, ROUTER_PORT
+from hyperpod_dpd.config.endpoint_router import worker_policy_name
 from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig
 from hyperpod_dpd.config.network import NetworkConfig
 from hyperpod_dpd.k8s import defaults
+
+ALB_DEREGISTRATION_MAX = 3600  # botocore elbv2 TargetGroupAttribute: "The range is 0-3600 seconds"
 
 
 def _namespace_peer(namespace: str, pods: k8s.LabelSelector | None = None) -> k8s.NetworkPolicyPeer:
@@ -57,6 +60,13 @@ def _common_egress() -> list[k8s.NetworkPolicyEgressRule]:
     ]
 
 
+def alb_deregistration_seconds(endpoint: EndpointConfig) -> int:
+    """The ALB's deregistration delay: the rollout drain, within the ALB's 0-3600 s (3600 when the drain is unknown,
+    so a stream is cut as late as the ALB allows)."""
+    drain = endpoint.drain_seconds
+    return ALB_DEREGISTRATION_MAX if drain is None else min(drain, ALB_DEREGISTRATION_MAX)
+
+
 def load_balancer_cidrs(network: NetworkConfig) -> tuple[str, ...]:
     """The VPC CIDR, where the operator's load balancer (and an Ingress's ALB) has its addresses.
 
@@ -70,6 +80,8 @@ class EndpointRouter(Construct):
 
     Operator labels relied on: ``inference.sagemaker.aws.amazon.com/dpd-role`` on prefill and decode pods
     (documented), and ``app=<iec>-<namespace>-router`` on router pods (assumed; see ``defaults.router_pod_labels``).
+    The objects keep their names across IEC generations; ``hpdpd rollout promote`` re-points the Ingress backend and
+    the router policy's selector to the new generation before it deletes the old one.
     Because the documented pod label does not name the endpoint, the environment allows one DPD endpoint per
     namespace, so these selectors never span two endpoints.
 
@@ -100,8 +112,9 @@ class EndpointRouter(Construct):
 
     @property
     def router_pod_labels(self) -> dict[str, str]:
-        return dict(self.endpoint.router.router_pod_labels
-                    or defaults.router_pod_labels(self.endpoint.resource_name, self.endpoint.namespace))
+        """The configured generation's router pods (``hpdpd rollout promote`` widens the policy to two generations'
+        routers while both run, then narrows it back to exactly this)."""
+        return self.endpoint.router_pod_labels_for(self.endpoint.resource_name)
 
     def _router_policy(self) -> k8s.KubeNetworkPolicy:
         """Router pods: clients and the load balancer on the container port, the endpoint's prefill pods on the PD
@@ -121,7 +134,7 @@ class EndpointRouter(Construct):
         ingress.append(k8s.NetworkPolicyIngressRule(from_=[_namespace_peer(OBSERVABILITY_NAMESPACE)]))
         return k8s.KubeNetworkPolicy(
             self, "RouterPolicy",
-            metadata=k8s.ObjectMeta(name=f"{e.name}-{e.namespace}-router", namespace=INFERENCE_NAMESPACE),
+            metadata=k8s.ObjectMeta(name=e.router_policy_name, namespace=INFERENCE_NAMESPACE),
             spec=k8s.NetworkPolicySpec(
                 pod_selector=k8s.LabelSelector(match_labels=self.router_pod_labels),
                 policy_types=["Ingress", "Egress"],
@@ -143,7 +156,7 @@ class EndpointRouter(Construct):
         workers = k8s.NetworkPolicyPeer(pod_selector=_dpd_pods())
         return k8s.KubeNetworkPolicy(
             self, "WorkerPolicy",
-            metadata=k8s.ObjectMeta(name=f"{e.name}-dpd-workers", namespace=e.namespace),
+            metadata=k8s.ObjectMeta(name=worker_policy_name(e.name), namespace=e.namespace),
             spec=k8s.NetworkPolicySpec(
                 pod_selector=_dpd_pods(), policy_types=["Ingress", "Egress"],
                 ingress=[k8s.NetworkPolicyIngressRule(from_=[_namespace_peer(INFERENCE_NAMESPACE), workers,
@@ -176,6 +189,12 @@ class EndpointRouter(Construct):
                 "alb.ingress.kubernetes.io/healthcheck-path": e.health_check_path,
                 # One load balancer per endpoint that survives a new IEC generation (only the backend changes).
                 "alb.ingress.kubernetes.io/group.name": f"hpdpd-{e.namespace}-{e.name}",
+                # When `rollout promote` re-points the backend, the old router's targets drain for this long before
+                # the ALB closes their connections (default 300 s, range 0-3600: botocore elbv2 TargetGroupAttribute
+                # deregistration_delay.timeout_seconds; annotation: kubernetes-sigs/aws-load-balancer-controller
+                # @00175c1 docs/guide/ingress/annotations.md, target-group-attributes): as long as the rollout drain.
+                "alb.ingress.kubernetes.io/target-group-attributes":
+                    f"deregistration_delay.timeout_seconds={alb_deregistration_seconds(e)}",
             }
             if ingress.certificate_arn:
                 annotations["alb.ingress.kubernetes.io/certificate-arn"] = ingress.certificate_arn
@@ -183,7 +202,7 @@ class EndpointRouter(Construct):
             name=e.router_service_name, port=k8s.ServiceBackendPort(number=ROUTER_PORT)))
         return k8s.KubeIngress(
             self, "Ingress",
-            metadata=k8s.ObjectMeta(name=f"{e.name}-{e.namespace}", namespace=INFERENCE_NAMESPACE,
+            metadata=k8s.ObjectMeta(name=e.ingress_name, namespace=INFERENCE_NAMESPACE,
                                     annotations=annotations or None),
             spec=k8s.IngressSpec(
                 ingress_class_name=ingress.class_name,

@@ -1,8 +1,9 @@
 """``hpdpd rollout status|promote|abort --env NAME --endpoint NAME``: blue/green IEC generations.
 
-Exit codes: 0 steady, promoted, aborted or nothing to do; 1 a rollout is pending (status), refused (no room), failed
-its checks, failed or timed out; 2 could not run (the cluster could not be read or written: denied, unreachable,
-timed out; one line).
+Exit codes: 0 steady, promoted, aborted or nothing to do; 1 a rollout is pending, in progress or interrupted
+(status), refused (no room, another rollout holds the lease, a fixed SageMaker endpoint name), failed its checks,
+failed or timed out; 2 could not run (the cluster could not be read or written: denied, unreachable, timed out; bad
+options; one line).
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ ACTIONS = ("status", "promote", "abort")
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = subparsers.add_parser(
         "rollout", parents=[common], help="blue/green IEC generations: status, promote, abort",
-        description="Run a new IEC generation beside the serving one, promote it once it is ready and passes smoke "
-                    "and verify (the client Service switches, then the old generation is deleted), or abort it.")
+        description="Run a new IEC generation beside the serving one and promote it once it is ready and passes "
+                    "smoke and verify (the router policy, the client Service and the Ingress switch, the old "
+                    "generation drains, then it is deleted), or abort it. One rollout at a time per endpoint: a "
+                    "lease on its client Service.")
     parser.add_argument("action", choices=ACTIONS)
     environment_arguments(parser)
     add_aws_arguments(parser)
@@ -39,6 +42,12 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
                         help="how long promote waits for the new generation (default 3600)")
     parser.add_argument("--interval", type=float, default=15.0, metavar="SECONDS", help="poll interval (default 15)")
+    parser.add_argument("--drain", type=float, default=None, metavar="SECONDS",
+                        help="how long the old generation keeps serving its open requests after the switch, before "
+                             "it is deleted (default: rollout.drain_seconds, else the endpoint's longest request)")
+    parser.add_argument("--lease-seconds", type=float, default=300.0, metavar="SECONDS",
+                        help="how long the rollout lease lasts without renewal: a promote that was killed blocks "
+                             "others this long (default 300; more than twice --interval)")
     parser.add_argument("--url", default=None,
                         help="smoke the new generation at this URL (default: its router Service, through the Kubernetes "
                              "API server's service proxy, so it works from outside the cluster)")
@@ -50,26 +59,27 @@ def run(args: argparse.Namespace) -> int:
     from hyperpod_dpd.ops.endpoints import configured_endpoints, select_endpoints
     from hyperpod_dpd.ops.kube import ClusterNotFound, KubeError
     from hyperpod_dpd.ops.metrics import MetricsError
-    from hyperpod_dpd.ops.rollout import Promotion, abort, read_state, render_manifest
+    from hyperpod_dpd.ops.rollout import Abort, Promotion, read_state, render_manifest
 
+    _check_options(args)
     env = load_environment_from_args(args)
     (endpoint,) = select_endpoints(configured_endpoints(env), args.endpoint)
     clients = factory_from_args(args, default_region=env.region)
     kube = kube_from_args(args, env, clients)
+    timing = {"drain_seconds": args.drain, "lease_seconds": args.lease_seconds, "interval_seconds": args.interval}
     try:
         if args.action == "status":
             state = read_state(kube, endpoint)
             ok = state.phase in ("steady", "nothing")
-            data: dict[str, Any] = {"ok": ok, "outcome": state.phase, "message": _status_message(state),
-                                    **state.to_json()}
+            data: dict[str, Any] = {"ok": ok, "outcome": state.phase, "message": state.message, **state.to_json()}
         elif args.action == "abort":
-            result = abort(kube, endpoint)
+            result = Abort(kube=kube, endpoint=endpoint, **timing).run()
             ok, data = result.ok, result.to_json()
         else:
             promotion = Promotion(kube=kube, endpoint=endpoint, manifest=lambda: render_manifest(env, endpoint),
                                   checks=generation_checks(args, env, endpoint, kube, clients),
-                                  in_place=args.in_place, timeout_seconds=args.timeout,
-                                  interval_seconds=args.interval)
+                                  groups=env.hyperpod.instance_groups, in_place=args.in_place,
+                                  timeout_seconds=args.timeout, **timing)
             result = promotion.run()
             ok, data = result.ok, result.to_json()
     except ClusterNotFound as exc:  # the first deploy creates the cluster
@@ -86,16 +96,24 @@ def run(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _status_message(state: Any) -> str:
-    return {"steady": f"{state.desired} is serving",
-            "nothing": "no generation is serving yet: the deploy creates the endpoint",
-            "pending": f"{state.serving} is serving; {state.desired} (configured) is not created yet: run "
-                       "'hpdpd rollout promote'",
-            "in-progress": f"{state.serving} is serving beside {', '.join(state.others)}: promote or abort"}[state.phase]
+def _check_options(args: argparse.Namespace) -> None:
+    from hyperpod_dpd.errors import HpdpdError
+
+    if args.interval <= 0 or args.timeout <= 0:
+        raise HpdpdError("--interval and --timeout must be positive")
+    if args.drain is not None and args.drain < 0:
+        raise HpdpdError(f"--drain: {args.drain:g}: must be 0 or more seconds")
+    if args.lease_seconds <= 2 * args.interval:
+        raise HpdpdError(f"--lease-seconds: {args.lease_seconds:g}: must be more than twice --interval "
+                         f"({args.interval:g}), so that waits renew the lease before it expires")
 
 
 def generation_checks(args: argparse.Namespace, env: Any, endpoint: Any, kube: Any, clients: Any) -> Any:
-    """smoke (prompts and canary) and verify against one IEC generation; failure lines, empty when it passed."""
+    """smoke (prompts and canary) and verify against one IEC generation; failure lines, empty when it passed.
+
+    ``rollout promote`` calls it once the new generation is ready and before it takes any traffic (the policy,
+    the client Service and the Ingress move only after it returns no failure): further checks of a generation, such
+    as verify's active probe, belong here."""
     from hyperpod_dpd.catalogue.operator import ROUTER_PORT, router_service, router_url
     from hyperpod_dpd.ops.canary import cluster_logs
     from hyperpod_dpd.ops.smoke import http_sender, run_smoke
@@ -133,12 +151,15 @@ def generation_checks(args: argparse.Namespace, env: Any, endpoint: Any, kube: A
 
 def render(action: str, data: dict[str, Any]) -> None:
     rows = [(escape_cell(g["name"]), escape_cell(g["state"]), "yes" if g["serving"] else "",
-             "yes" if g["desired"] else "") for g in data["generations"]]
-    print_table(("Generation", "State", "Serving", "Configured"), rows,
+             "yes" if g["desired"] else "", escape_cell(g.get("sagemaker_endpoint_name") or ""))
+            for g in data["generations"]]
+    print_table(("Generation", "State", "Serving", "Configured", "SageMaker endpoint"), rows,
                 title=escape_cell(f"rollout {action} {data['endpoint']} ({data['namespace']}): {data['outcome']}"))
     if data.get("room"):
-        print_table(("Role", "Nodes", "Free GPUs", "Pods that fit", "Pods needed"),
-                    [(r["role"], r["nodes"], r["free_gpus"], r["fits"], r["needed"]) for r in data["room"]],
+        print_table(("Role", "Nodes", "Free GPUs", "Pods that fit", "Karpenter may add", "Pods needed"),
+                    [(r["role"], r["nodes"], r["free_gpus"], r["fits"],
+                      f"{r['may_add_nodes']} node(s), {r['may_add_pods']} pod(s)" if r["autoscaled_groups"] else "",
+                      r["needed"]) for r in data["room"]],
                     title="room for the new generation")
     for step in data.get("steps", []):
         print(f"  {escape_cell(step)}")
@@ -146,5 +167,3 @@ def render(action: str, data: dict[str, Any]) -> None:
         print(f"hpdpd: {failure}", file=sys.stderr)
     stream = sys.stdout if data["ok"] else sys.stderr
     print(("" if data["ok"] else "hpdpd: ") + data["message"], file=stream)
-
-

@@ -37,6 +37,7 @@ from hyperpod_dpd.config.endpoint_pods import (
     iec_extensions,
     taint_text,
 )
+from hyperpod_dpd.config.endpoint_rollout import duplicate_name_issues, rollout_issues
 from hyperpod_dpd.config.names import DNS_LABEL_MAX, is_unresolved
 from hyperpod_dpd.errors import MISSING, Issue
 
@@ -108,6 +109,7 @@ def _local_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
                     f"must equal the {other} image ({e.role_image(other)}): prefiller and decoder must run the "
                     "same image (the IEC has one worker.image; LMCache and NIXL versions must match)")
     yield from _environment_variable_issues(e, path)
+    yield from rollout_issues(e, path)
     for where, args in (("args", e.args), ("prefill.args", e.prefill.args), ("decode.args", e.decode.args)):
         yield from managed_flag_issues(join(path, where), args)
     for role in DPD_ROLES:
@@ -166,6 +168,7 @@ def _environment_issues(e: EndpointConfig, root: Any, path: str) -> Iterator[Iss
                     "the prefill and decode groups")
     endpoints = list(root.endpoints)
     index = next((i for i, other in enumerate(endpoints) if other is e), len(endpoints))
+    yield from duplicate_name_issues(e, endpoints[:index], path)
     for earlier, other in enumerate(endpoints[:index]):
         if other.name == e.name:
             yield Issue(join(path, "name"), e.name,

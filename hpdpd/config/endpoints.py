@@ -32,7 +32,7 @@ from hyperpod_dpd.catalogue.operator import (
 from hyperpod_dpd.catalogue.operator import router_host as operator_router_host
 from hyperpod_dpd.catalogue.operator import router_service as operator_router_service
 from hyperpod_dpd.config.alerts import SloConfig
-from hyperpod_dpd.config.base import AvailabilityZone, Cidr, Model
+from hyperpod_dpd.config.base import AvailabilityZone, Model
 from hyperpod_dpd.config.capacity import ReplicaRatio
 from hyperpod_dpd.config.endpoint_autoscaling import AutoScalingConfig
 from hyperpod_dpd.config.endpoint_checks import (
@@ -43,6 +43,7 @@ from hyperpod_dpd.config.endpoint_checks import (
 from hyperpod_dpd.config.endpoint_checks import (
     managed_flag_issues as managed_flag_issues,  # re-exported: k8s/ imports it from here
 )
+from hyperpod_dpd.config.endpoint_model import ModelConfig
 from hyperpod_dpd.config.endpoint_pods import (
     TOLERATIONS_RELEASE,
     LmCacheConfig,
@@ -50,27 +51,30 @@ from hyperpod_dpd.config.endpoint_pods import (
     Toleration,
     derived_tolerations,
 )
+from hyperpod_dpd.config.endpoint_rollout import RolloutConfig
+from hyperpod_dpd.config.endpoint_rollout import drain_seconds as rollout_drain_seconds
+from hyperpod_dpd.config.endpoint_rollout import sagemaker_endpoint_name as rendered_sagemaker_name
+from hyperpod_dpd.config.endpoint_router import (  # re-exported: the endpoint's router section
+    IngressConfig as IngressConfig,
+)
+from hyperpod_dpd.config.endpoint_router import (
+    RouterConfig,
+    default_router_pod_labels,
+    ingress_name,
+    router_policy_name,
+)
 from hyperpod_dpd.config.hyperpod import GROUP_LABEL, ROLE_LABEL
 from hyperpod_dpd.config.names import (
     AcmArn,
-    BucketName,
-    CommitSha,
     DomainName,
     EndpointName,
-    FsxId,
-    FsxMountName,
     HostedZoneId,
-    HuggingFaceId,
     InstanceGroupName,
     Labels,
-    ModelName,
     Namespace,
     PlacementGroupName,
-    RegionName,
     S3Uri,
     SageMakerEndpointName,
-    SecretKey,
-    SubdomainName,
     UrlPath,
 )
 from hyperpod_dpd.config.names import (
@@ -81,58 +85,6 @@ from hyperpod_dpd.errors import ConfigError, Issue
 RoutingStrategy = Literal["prefixaware", "kvaware", "session", "roundrobin"]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-# --- model source ------------------------------------------------------------------------------------------------------
-
-class S3Source(Model):
-    """Weights under ``s3://<bucket>/<prefix>``; keep the bucket in the cluster's Region (cold loads are slow)."""
-
-    bucket: BucketName
-    prefix: str = ""
-    region: RegionName
-
-
-class FsxSource(Model):
-    file_system_id: FsxId
-    path: str = ""
-    dns_name: DomainName | None = None
-    mount_name: FsxMountName | None = None
-
-
-class SecretKeyRef(Model):
-    name: SubdomainName
-    key: SecretKey
-
-
-class HuggingFaceSource(Model):
-    """A Hub model; the token Secret reaches only the init container (needs egress to *.huggingface.co)."""
-
-    model_id: HuggingFaceId
-    revision: CommitSha | None = None
-    token_secret: SecretKeyRef | None = None
-
-
-class ModelConfig(Model):
-    name: ModelName
-    version: str | None = None
-    parameters_billion: float | None = Field(default=None, gt=0)
-    s3: S3Source | None = None
-    fsx: FsxSource | None = None
-    huggingface: HuggingFaceSource | None = None
-    prefetch: bool = False
-
-    @model_validator(mode="after")
-    def _one_source(self) -> ModelConfig:
-        chosen = [k for k in ("s3", "fsx", "huggingface") if getattr(self, k) is not None]
-        if len(chosen) != 1:
-            found = f" (found {' and '.join(chosen)})" if chosen else ""
-            raise ValueError(f"set exactly one model source: 's3', 'fsx' or 'huggingface'{found}")
-        return self
-
-    @property
-    def source_type(self) -> str:
-        return "s3" if self.s3 else "fsx" if self.fsx else "huggingface"
 
 
 # --- roles -------------------------------------------------------------------------------------------------------------
@@ -216,45 +168,6 @@ class KvTransferConfig(Model):
     warn_line_rate_fraction: float = Field(default=0.1, ge=0, le=1)  # below this share of the EFA line rate: WARN
 
 
-class IngressConfig(Model):
-    """Expose the router outside the cluster through an Ingress (TLS terminated at the load balancer)."""
-
-    host: DomainName
-    class_name: SubdomainName = "alb"
-    scheme: Literal["internal", "internet-facing"] = "internal"
-    certificate_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[A-Za-z0-9-]+$")
-    tls_secret_name: SubdomainName | None = None
-    backend_protocol: Literal["HTTP", "HTTPS"] = "HTTP"
-
-    @model_validator(mode="after")
-    def _tls(self) -> IngressConfig:
-        if self.class_name == "alb" and self.tls_secret_name:
-            raise ValueError("an 'alb' Ingress takes its certificate from ACM: use 'certificate_arn', not 'tls_secret_name'")
-        if self.class_name != "alb" and not self.tls_secret_name:
-            raise ValueError(f"a '{self.class_name}' Ingress needs 'tls_secret_name' (a kubernetes.io/tls Secret)")
-        if self.class_name != "alb" and self.certificate_arn:
-            raise ValueError("'certificate_arn' applies only to class_name 'alb'")
-        return self
-
-
-class RouterConfig(Model):
-    """What the router chart adds around the operator's router (client Service, NetworkPolicies, PDBs, Ingress)."""
-
-    client_namespaces: tuple[Namespace, ...] = ()
-    network_policy: bool = True
-    # Sources outside the cluster's pods, e.g. the VPC CIDR for an Ingress or the operator's load balancer.
-    allowed_cidrs: tuple[Cidr, ...] = ()
-    router_pod_labels: Labels | None = None
-    ingress: IngressConfig | None = None
-
-    @model_validator(mode="after")
-    def _ingress_sources(self) -> RouterConfig:
-        if self.ingress and self.network_policy and not self.allowed_cidrs:
-            raise ValueError("an Ingress reaches the router from the load balancer's addresses, which the router "
-                             "NetworkPolicy blocks: list them (e.g. the VPC CIDR) in 'allowed_cidrs'")
-        return self
-
-
 # --- the endpoint ------------------------------------------------------------------------------------------------------
 
 class EndpointConfig(Model):
@@ -286,6 +199,7 @@ class EndpointConfig(Model):
     slo: SloConfig = SloConfig()  # the alert thresholds (docs/monitoring.md)
     tls: TlsConfig | None = None
     router: RouterConfig = RouterConfig()
+    rollout: RolloutConfig = RolloutConfig()  # blue/green: SageMaker name per generation, drain (docs/endpoints.md)
     # Fields of later operators (hyperpod_dpd.catalogue.operator.IEC_EXTENSION_FIELDS has the release of each).
     tolerations: tuple[Toleration, ...] | None = None  # None: one per taint of the endpoint's instance groups
     lmcache: LmCacheConfig | None = None
@@ -361,6 +275,37 @@ class EndpointConfig(Model):
     def router_host(self) -> str:
         """The operator's router Service (http on port 443, as in the SageMaker HyperPod DPD documentation)."""
         return operator_router_host(self.resource_name, self.namespace)
+
+    def sagemaker_endpoint_name_for(self, generation: str) -> str | None:
+        """The SageMaker endpoint the IEC of ``generation`` creates (its ``spec.endpointName``):
+        ``<sagemaker_endpoint_name>-<generation>``, or ``sagemaker_endpoint_name`` itself with
+        ``rollout.fixed_sagemaker_endpoint_name``; None without ``sagemaker_endpoint_name`` (no SageMaker endpoint)."""
+        return rendered_sagemaker_name(self.sagemaker_endpoint_name, generation,
+                                       fixed=self.rollout.fixed_sagemaker_endpoint_name)
+
+    @property
+    def rendered_sagemaker_endpoint_name(self) -> str | None:
+        """The SageMaker endpoint of the configured generation: what the endpoints chart renders, and what serves
+        once that generation is deployed or promoted (``hpdpd rollout status`` names the serving one)."""
+        return self.sagemaker_endpoint_name_for(self.generation)
+
+    @property
+    def drain_seconds(self) -> int | None:
+        """Seconds ``hpdpd rollout promote`` keeps the old generation after the switch (None: unknown, see
+        :func:`hyperpod_dpd.config.endpoint_rollout.drain_seconds`)."""
+        return rollout_drain_seconds(self)
+
+    def router_pod_labels_for(self, resource_name: str) -> dict[str, str]:
+        """The router pod labels the router NetworkPolicy selects for the IEC ``resource_name``."""
+        return dict(self.router.router_pod_labels or default_router_pod_labels(resource_name, self.namespace))
+
+    @property
+    def ingress_name(self) -> str:
+        return ingress_name(self.name, self.namespace)
+
+    @property
+    def router_policy_name(self) -> str:
+        return router_policy_name(self.name, self.namespace)
 
     @property
     def client_service_host(self) -> str:

@@ -34,6 +34,9 @@ class EndpointLike(Protocol):
     name: str
     namespace: str
     sagemaker_endpoint_name: str | None
+    # The SageMaker endpoint the configured IEC generation creates: ``<sagemaker_endpoint_name>-<generation>``, or the
+    # name itself with rollout.fixed_sagemaker_endpoint_name (hyperpod_dpd.config.endpoint_rollout).
+    rendered_sagemaker_endpoint_name: str | None
     routing: RoutingLike
     model: ModelLike
     invocation_path: str

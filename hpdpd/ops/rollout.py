@@ -1,229 +1,321 @@
 """Blue/green rollouts of an endpoint's IEC generations (``hpdpd rollout status|promote|abort``).
 
 A change to a field the operator treats as immutable renders an IEC with a new name (``<name>-<generation>``,
-``docs/endpoints.md``, "Changing immutable fields"). Every generation carries the label ``hyperpod-dpd/endpoint``; the
-*serving* generation is the one the stable client Service ``<name>`` (an ``ExternalName`` to the operator's
-``<iec>-<namespace>-routing-service``, ``k8s/router.py``) points at; the *desired* one is what the configuration
-renders now.
+``docs/endpoints.md``, "Changing immutable fields"); :mod:`hyperpod_dpd.ops.rollout_state` says which generation
+serves. ``promote``, under the rollout lease (:mod:`~hyperpod_dpd.ops.rollout_lease`), blue/green:
 
-``promote``: when the desired generation is not serving, check that the instance groups have room for it beside the
-serving one (free ``nvidia.com/gpu``: nodes' allocatable minus what running pods request), create it, wait until it is
-``DeploymentComplete``, run the checks (smoke and verify), switch the client Service to its router, then delete the
-older generations. ``--in-place`` accepts downtime instead: no room check, the old generation is deleted first.
-``abort``: delete every generation the Service does not point at; the serving one keeps serving.
+1. checks the room beside the serving generation (:mod:`~hyperpod_dpd.ops.rollout_room`), creates the configured
+   IEC and waits until it is ``DeploymentComplete``, then runs the checks (smoke and verify);
+2. widens the router NetworkPolicy to both generations' routers, switches the client Service (in the same write as
+   the lease record, which notes when) and the Ingress backend (:mod:`~hyperpod_dpd.ops.rollout_repoint`);
+3. drains: the old generation keeps serving what it already has for ``drain`` seconds (the endpoint's longest
+   request by default: an ``ExternalName`` re-point moves only new DNS lookups);
+4. deletes the older generations, narrows the policy to the new router, and releases the lease.
+
+``--in-place`` accepts downtime instead: no room check, the old generations are deleted first (and gone before the
+new one is created: a fixed SageMaker endpoint name can then be reused). Run again after being stopped at any step,
+``promote`` resumes from what the cluster and the lease record say: it ends promoted, or (a failed check) with the
+old generation serving. ``abort``: every generation the client Service does not point at is deleted (after the rest
+of the drain when it served until a switch) and the Ingress and policy are put back on the serving one.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
 
 from hyperpod_dpd.catalogue.operator import router_host
-from hyperpod_dpd.ops.kube import Kube, KubeError, parse_iec, wait_for_iec
-from hyperpod_dpd.ops.workloads import (
-    create_iec,
-    delete_iec,
-    endpoint_iecs,
-    get_service,
-    nodes,
-    point_service,
-    requested_gpus,
+from hyperpod_dpd.ops.kube import NOT_FOUND, READY_STATE, Kube, KubeError, wait_for_iec
+from hyperpod_dpd.ops.rollout_lease import (
+    Lease,
+    LeaseHeld,
+    LeaseRecord,
+    LeaseUnusable,
+    Mode,
+    default_holder,
+    utc_now,
 )
-
-Outcome = Literal["steady", "nothing", "promoted", "aborted", "refused", "failed", "timeout", "pending", "in-progress"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Generation:
-    name: str
-    state: str
-    message: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class RolloutState:
-    endpoint: str
-    namespace: str
-    desired: str
-    generations: tuple[Generation, ...]
-    service_target: str | None  # the Service's externalName (None: no client Service)
-
-    @property
-    def serving(self) -> str | None:
-        """The generation the client Service points at (None when it points at none of them, or is missing)."""
-        return next((g.name for g in self.generations
-                     if self.service_target == router_host(g.name, self.namespace)), None)
-
-    @property
-    def desired_generation(self) -> Generation | None:
-        return next((g for g in self.generations if g.name == self.desired), None)
-
-    @property
-    def others(self) -> list[str]:
-        return [g.name for g in self.generations if g.name != self.serving]
-
-    @property
-    def phase(self) -> Outcome:
-        if self.serving == self.desired:
-            return "steady" if not self.others else "in-progress"
-        if self.serving is None:
-            return "nothing"
-        return "in-progress" if self.desired_generation else "pending"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"endpoint": self.endpoint, "namespace": self.namespace, "desired": self.desired,
-                "serving": self.serving, "service_target": self.service_target, "phase": self.phase,
-                "generations": [{"name": g.name, "state": g.state, "message": g.message,
-                                 "serving": g.name == self.serving, "desired": g.name == self.desired}
-                                for g in self.generations]}
-
-
-def read_state(kube: Kube, endpoint: Any) -> RolloutState:
-    documents = endpoint_iecs(kube, namespace=endpoint.namespace, endpoint=endpoint.name)
-    generations = []
-    for document in documents:
-        status = parse_iec(document)
-        generations.append(Generation(name=str(document["metadata"]["name"]), state=status.state,
-                                      message=status.message))
-    try:
-        service = get_service(kube, namespace=endpoint.namespace, name=endpoint.name)
-        target = str((service.get("spec") or {}).get("externalName") or "") or None
-    except KubeError as exc:
-        if not exc.not_found:
-            raise
-        target = None
-    return RolloutState(endpoint=endpoint.name, namespace=endpoint.namespace, desired=endpoint.resource_name,
-                        generations=tuple(generations), service_target=target)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Room:
-    """Free GPUs on one role's nodes and how many of the new generation's pods fit there."""
-
-    role: str
-    nodes: int
-    free_gpus: int
-    fits: int
-    needed: int
-
-    @property
-    def enough(self) -> bool:
-        return self.fits >= self.needed
-
-
-def room(kube: Kube, endpoint: Any) -> list[Room]:
-    """Per role: pods of ``gpus_per_pod`` GPUs that fit on the role's nodes (a role sharing nodes with the other
-    role counts both roles' pods against the same nodes)."""
-    cluster, used = nodes(kube), requested_gpus(kube)
-    per_pod = endpoint.gpus_per_pod
-    selectors = {role: endpoint.node_selector(role) for role in ("prefill", "decode")}
-    rooms = []
-    for role, selector in selectors.items():
-        chosen = [n for n in cluster.values() if n.matches(selector)]
-        free = {n.name: max(0, n.allocatable_gpus - used.get(n.name, 0)) for n in chosen}
-        needed = sum(endpoint.role(r).replicas for r, s in selectors.items() if s == selector)
-        rooms.append(Room(role=role, nodes=len(chosen), free_gpus=sum(free.values()),
-                          fits=sum(f // per_pod for f in free.values()) if per_pod else 0, needed=needed))
-    return rooms
-
-
-def room_problem(rooms: Sequence[Room], per_pod: int) -> str | None:
-    short = [r for r in rooms if not r.enough]
-    if not short:
-        return None
-    parts = "; ".join(f"{r.role}: {r.free_gpus} free GPU(s) on {r.nodes} node(s), {r.needed} pod(s) of {per_pod} "
-                      f"GPU(s) needed" for r in short)
-    return (f"no room for a second generation beside the serving one ({parts}): add nodes to the instance groups, "
-            "or pass --in-place to replace the serving generation (downtime)")
-
-
-@dataclass(frozen=True, kw_only=True)
-class RolloutResult:
-    outcome: Outcome
-    message: str
-    state: RolloutState
-    steps: tuple[str, ...] = ()
-    failures: tuple[str, ...] = ()
-    rooms: tuple[Room, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome in ("steady", "nothing", "promoted", "aborted")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "outcome": self.outcome, "message": self.message, "steps": list(self.steps),
-                "failures": list(self.failures),
-                "room": [{"role": r.role, "nodes": r.nodes, "free_gpus": r.free_gpus, "fits": r.fits,
-                          "needed": r.needed} for r in self.rooms], **self.state.to_json()}
-
+from hyperpod_dpd.ops.rollout_repoint import (
+    describe_selector,
+    ingress_patch,
+    policy_selector,
+    read_exposure,
+    repoint_ingress,
+    selector_patch,
+    set_policy_selector,
+    widened,
+)
+from hyperpod_dpd.ops.rollout_room import Room, room, room_notes, room_problem
+from hyperpod_dpd.ops.rollout_state import Outcome, RolloutResult, RolloutState, read_state
+from hyperpod_dpd.ops.workloads import create_iec, delete_iec
 
 Checks = Callable[[str], Sequence[str]]  # IEC name -> failure lines (empty: the generation passed)
 
 
-@dataclass
-class Promotion:
-    """One promote run; ``manifest`` renders the desired IEC, ``checks`` runs smoke and verify against an IEC."""
+class Stopped(Exception):
+    """The rollout cannot go on safely from here (what it found changed since it checked); it stops, keeping its
+    record for the next run."""
+
+
+def _nothing(step: str) -> None:
+    return None
+
+
+@dataclass(kw_only=True)
+class _Run:
+    """What one promote or abort shares: the cluster, the clocks and the steps it reports."""
 
     kube: Kube
     endpoint: Any
-    manifest: Callable[[], dict[str, Any]]
-    checks: Checks
-    in_place: bool = False
-    timeout_seconds: float = 3600.0
+    drain_seconds: float | None = None  # None: the endpoint's (rollout.drain_seconds, or derived)
+    holder: str = field(default_factory=default_holder)
+    lease_seconds: float = 300.0
     interval_seconds: float = 15.0
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
+    now: Callable[[], datetime] = utc_now
+    on_step: Callable[[str], None] = _nothing  # after each step (the tests stop a run there)
     steps: list[str] = field(default_factory=list)
+    resumed: bool = False  # the lease came with the record of a stopped rollout
+
+    def state(self) -> RolloutState:
+        return read_state(self.kube, self.endpoint, now=self.now)
+
+    def step(self, text: str) -> None:
+        self.steps.append(text)
+        self.on_step(text)
+
+    @property
+    def drain(self) -> float | None:
+        return self.drain_seconds if self.drain_seconds is not None else self.endpoint.drain_seconds
+
+    def result(self, outcome: Outcome, message: str, **extra: Any) -> RolloutResult:
+        # A refusal changes nothing: the record a stopped rollout left stays for the run that finishes it.
+        extra.setdefault("keep_record", outcome == "refused" and self.resumed)
+        return RolloutResult(outcome=outcome, message=message, state=self.state(), steps=tuple(self.steps),
+                             drain_seconds=self.drain, **extra)
+
+    def take(self, plan: Callable[[LeaseRecord | None], LeaseRecord]) -> tuple[Lease, LeaseRecord | None]:
+        return Lease.take(self.kube, namespace=self.endpoint.namespace, service=self.endpoint.name,
+                          holder=self.holder, seconds=self.lease_seconds, now=self.now, plan=plan)
+
+    def held(self, lease: Lease, work: Callable[[Lease], RolloutResult]) -> RolloutResult:
+        """``work`` under ``lease``: released after (keeping the record when the rollout is unfinished), and on an
+        error or interrupt that stopped it (the record stays: the next run resumes at once). A killed process
+        releases nothing: its lease then expires on its own."""
+        try:
+            result = work(lease)
+        except LeaseUnusable:
+            raise  # not ours any more: leave it to its holder
+        except (Exception, KeyboardInterrupt):
+            try:
+                lease.release(keep_record=True)
+            except (KubeError, LeaseUnusable):
+                pass  # the lease expires on its own
+            raise
+        lease.release(keep_record=result.keep_record)
+        return replace(result, state=self.state())  # as the cluster is once the lease is released
+
+    def wait(self, lease: Lease, seconds: float) -> None:
+        """Sleep ``seconds`` in polls, renewing the lease."""
+        deadline = self.clock() + seconds
+        while (left := deadline - self.clock()) > 0:
+            self.sleep(min(left, self.interval_seconds, self.lease_seconds / 3))
+            lease.renew_if_due()
+
+    def drain_old(self, lease: Lease, switched_at: datetime | None, old: Sequence[str]) -> None:
+        """Keep ``old`` (which served until ``switched_at``) for the rest of the drain."""
+        if not old or not self.drain:
+            return
+        start = switched_at or self.now()
+        left = (start + timedelta(seconds=self.drain) - self.now()).total_seconds()
+        if left > 0:
+            self.step(f"draining {', '.join(old)} for {left:.0f} s (open requests finish on the old router)")
+            self.wait(lease, left)
+
+    def delete(self, lease: Lease, names: Sequence[str], why: str = "") -> None:
+        for name in names:
+            lease.write(step=f"deleting {name}")  # the lease is still ours right before each delete
+            try:
+                delete_iec(self.kube, namespace=self.endpoint.namespace, name=name)
+            except KubeError as exc:
+                if not exc.not_found:
+                    raise
+            self.step(f"deleted {name}{why}")
+
+    def wait_gone(self, lease: Lease, names: Sequence[str], timeout: float) -> str | None:
+        """Wait until the deleted IECs are gone (the operator removes their pods and SageMaker endpoints before the
+        IEC itself); the name of one that is not, or None."""
+        deadline = self.clock() + timeout
+        for name in names:
+            while (status := self.kube.iec_status(name=name, namespace=self.endpoint.namespace)).state != NOT_FOUND:
+                if not status.known and not status.transient:
+                    raise KubeError(status.reason, status.cause or "error")
+                if self.clock() + self.interval_seconds > deadline:
+                    return name
+                self.sleep(self.interval_seconds)
+                lease.renew_if_due()
+        return None
+
+    def policy(self, lease: Lease, iec: str, *, narrow: bool) -> None:
+        """The router NetworkPolicy on ``iec``'s router: beside the routers it selects now, or (``narrow``) alone."""
+        document = read_exposure(self.kube, self.endpoint).policy
+        labels = self.endpoint.router_pod_labels_for(iec)
+        wanted = {"matchLabels": labels} if narrow else widened(policy_selector(document), labels)
+        if wanted is None:  # checked before anything was created; the policy changed since
+            raise Stopped(_unwidenable(self.endpoint, policy_selector(document), iec))
+        if set_policy_selector(self.kube, self.endpoint, document, wanted):
+            self.step(f"router NetworkPolicy {self.endpoint.router_policy_name} selects {describe_selector(wanted)}")
+        lease.renew_if_due()
+
+    def ingress(self, lease: Lease, iec: str) -> None:
+        if repoint_ingress(self.kube, self.endpoint, read_exposure(self.kube, self.endpoint).ingress, iec):
+            self.step(f"Ingress {self.endpoint.ingress_name} -> {iec}")
+        lease.renew_if_due()
+
+
+def _unwidenable(endpoint: Any, selector: dict[str, Any], iec: str) -> str:
+    return (f"the router NetworkPolicy {endpoint.router_policy_name} selects "
+            f"{describe_selector(selector)}, which cannot be widened to the new router's "
+            f"{describe_selector({'matchLabels': endpoint.router_pod_labels_for(iec)})} in one selector (was it "
+            "edited by hand?): deploy the endpoints chart or fix the policy, then promote again")
+
+
+@dataclass(kw_only=True)
+class Promotion(_Run):
+    """One promote run; ``manifest`` renders the desired IEC, ``checks`` runs smoke and verify against an IEC,
+    ``groups`` are the environment's instance groups (their autoscaling counts in the room check)."""
+
+    manifest: Callable[[], dict[str, Any]]
+    checks: Checks
+    groups: Sequence[Any] = ()
+    in_place: bool = False
+    timeout_seconds: float = 3600.0
 
     def run(self) -> RolloutResult:
-        e, kube = self.endpoint, self.kube
-        state = read_state(kube, e)
-        if state.phase == "steady":
-            return RolloutResult(outcome="steady", message=f"{state.desired} is serving; nothing to roll out",
-                                 state=state)
-        if state.serving is None and state.desired_generation is None:
-            return RolloutResult(outcome="nothing", state=state,
-                                 message="no generation is serving yet: the deploy creates the endpoint")
-        rooms: tuple[Room, ...] = ()
-        if state.desired_generation is None:
-            if self.in_place:
-                for name in state.others + ([state.serving] if state.serving else []):
-                    delete_iec(kube, namespace=e.namespace, name=name)
-                    self.steps.append(f"deleted {name} (in place: downtime until {state.desired} is ready)")
-            else:
-                rooms = tuple(room(kube, e))
-                problem = room_problem(rooms, e.gpus_per_pod)
-                if problem:
-                    return RolloutResult(outcome="refused", message=problem, state=state, rooms=rooms)
-            create_iec(kube, self.manifest())
-            self.steps.append(f"created {state.desired}")
-        ready = self._wait_ready(state.desired)
-        if ready is not None:
-            return RolloutResult(outcome=ready[0], message=ready[1], state=read_state(kube, e),
-                                 steps=tuple(self.steps), rooms=rooms)
-        self.steps.append(f"{state.desired} is DeploymentComplete")
-        failures = tuple(self.checks(state.desired))
-        if failures:
-            kept = f"; {state.serving} keeps serving" if state.serving and not self.in_place else ""
-            return RolloutResult(outcome="failed", message=f"{state.desired} failed its checks{kept}",
-                                 state=read_state(kube, e), steps=tuple(self.steps), failures=failures, rooms=rooms)
-        self.steps.append(f"{state.desired} passed smoke and verify")
-        if state.service_target is not None:
-            point_service(kube, namespace=e.namespace, name=e.name, external_name=router_host(state.desired,
-                                                                                               e.namespace))
-            self.steps.append(f"client Service {e.namespace}/{e.name} -> {router_host(state.desired, e.namespace)}")
-        for generation in read_state(kube, e).generations:
-            if generation.name != state.desired:
-                delete_iec(kube, namespace=e.namespace, name=generation.name)
-                self.steps.append(f"deleted {generation.name}")
-        return RolloutResult(outcome="promoted", message=f"{state.desired} is serving", state=read_state(kube, e),
-                             steps=tuple(self.steps), rooms=rooms)
+        e, state = self.endpoint, self.state()
+        if not state.service_exists:
+            if not state.generations:
+                return self.result("nothing", "no generation is serving yet: the deploy creates the endpoint")
+            return self.result("refused", f"the client Service {e.namespace}/{e.name} does not exist, so no rollout "
+                                          "lease can be held: deploy the endpoints chart first")
+        if state.phase == "steady" and self._exposed_on(state.desired):
+            return self.result("steady", f"{state.desired} is serving; nothing to roll out{state.name_drift()}")
+        if state.lease_problem:
+            return self.result("refused", state.lease_problem)
 
-    def _wait_ready(self, name: str) -> tuple[Outcome, str] | None:
+        def plan(previous: LeaseRecord | None) -> LeaseRecord:
+            resumed = previous is not None and previous.mode == "in-place" and previous.target == state.desired
+            mode: Mode = "in-place" if self.in_place or resumed else "blue-green"
+            same = previous is not None and previous.target == state.desired
+            return LeaseRecord(holder="", expires=self.now(), mode=mode, target=state.desired,
+                               source=previous.source if previous else state.serving,
+                               step=previous.step if same and previous else "started",
+                               switched_at=previous.switched_at if same and previous else None)
+
+        try:
+            lease, previous = self.take(plan)
+        except (LeaseHeld, LeaseUnusable) as exc:
+            return self.result("refused", str(exc))
+        if previous is not None:
+            self.resumed = True
+            self.step(f"took over the rollout record of {previous.holder or 'a stopped promote'} "
+                      f"({previous.describe()})")
+        try:
+            return self.held(lease, self._promote)
+        except (LeaseUnusable, Stopped) as exc:
+            return self.result("failed", str(exc), keep_record=True)
+
+    def _exposed_on(self, iec: str) -> bool:
+        """The Ingress and the router policy name ``iec`` alone (or do not exist)."""
+        exposure = read_exposure(self.kube, self.endpoint)
+        wanted = {"matchLabels": self.endpoint.router_pod_labels_for(iec)}
+        return not ((exposure.ingress is not None and ingress_patch(exposure.ingress, self.endpoint, iec))
+                    or (exposure.policy is not None and selector_patch(exposure.policy, wanted)))
+
+    def _promote(self, lease: Lease) -> RolloutResult:
+        e, state = self.endpoint, self.state()
+        desired, in_place = state.desired, lease.record.mode == "in-place"
+        rooms: tuple[Room, ...] = ()
+        name = e.rendered_sagemaker_endpoint_name
+        if not in_place and e.rollout.fixed_sagemaker_endpoint_name and name and state.serving != desired and \
+                any(g.name != desired for g in state.generations):
+            others = ", ".join(g.name for g in state.generations if g.name != desired)
+            return self.result("refused", f"{desired} and {others} would both hold the SageMaker endpoint name "
+                                          f"'{name}' (rollout.fixed_sagemaker_endpoint_name), and SageMaker endpoint "
+                                          "names are unique per account and Region: pass --in-place (downtime), or "
+                                          "drop the fixed name so that each generation gets its own")
+        if not in_place:
+            policy = read_exposure(self.kube, e).policy  # before anything is created: can it take both routers?
+            if policy is not None and widened(policy_selector(policy), e.router_pod_labels_for(desired)) is None:
+                return self.result("refused", _unwidenable(e, policy_selector(policy), desired))
+            if state.serving not in (None, desired) and self.drain is None:
+                return self.result("refused", f"cannot tell how long the open requests of {state.serving} may take "
+                                              "(no max_model_len, and the model is not in the catalogue): set "
+                                              "rollout.drain_seconds or max_model_len, or pass --drain SECONDS")
+        if in_place:
+            old = [g.name for g in state.generations if g.name != desired]
+            self.delete(lease, old, " (in place: downtime until the new generation is ready)")
+            stuck = self.wait_gone(lease, old, self.timeout_seconds)
+            if stuck:
+                return self.result("timeout", f"{stuck} is still being deleted after {self.timeout_seconds:g} s",
+                                   keep_record=True)
+        elif state.desired_generation is None:
+            rooms = tuple(room(self.kube, e, self.groups))
+            problem = room_problem(rooms, e.gpus_per_pod)
+            if problem:
+                return self.result("refused", problem, rooms=rooms)
+            for note in room_notes(rooms):
+                self.step(note)
+        created = self.state().desired_generation is None
+        if created:
+            lease.write(step=f"creating {desired}")
+            create_iec(self.kube, self.manifest())
+            self.step(f"created {desired}")
+        return self._take_traffic(lease, rooms, created=created)
+
+    def _take_traffic(self, lease: Lease, rooms: tuple[Room, ...], *, created: bool) -> RolloutResult:
+        e, state = self.endpoint, self.state()
+        desired, in_place = state.desired, lease.record.mode == "in-place"
+        ready = state.desired_generation is not None and state.desired_generation.state == READY_STATE
+        # Switched already: by this rollout (its record says when), or it served ready before this run began.
+        if lease.record.switched_at is None and not (state.serving == desired and ready and not created):
+            unfinished = in_place or state.serving is None  # nothing else serves: the record stays for the next run
+            waited = self._wait_ready(lease, desired)
+            if waited is not None:
+                return self.result(waited[0], waited[1], rooms=rooms, keep_record=unfinished)
+            self.step(f"{desired} is DeploymentComplete")
+            lease.renew_if_due()
+            failures = tuple(self.checks(desired))  # hook: smoke, verify (and its probe) before it takes traffic
+            lease.renew_if_due()
+            if failures:
+                if state.serving not in (None, desired):  # a run before this one may have widened the policy
+                    self.policy(lease, state.serving, narrow=True)
+                kept = f"; {state.serving} keeps serving" if state.serving else "; no generation serves"
+                return self.result("failed", f"{desired} failed its checks{kept}", failures=failures, rooms=rooms,
+                                   keep_record=unfinished)
+            self.step(f"{desired} passed smoke and verify")
+            self.policy(lease, desired, narrow=in_place)  # both routers admitted before any traffic moves
+            lease.write(step=f"switched to {desired}", switched_at=self.now(),
+                        spec={"externalName": router_host(desired, e.namespace)})
+            self.step(f"client Service {e.namespace}/{e.name} -> {router_host(desired, e.namespace)}")
+        self.ingress(lease, desired)
+        old = [g.name for g in self.state().generations if g.name != desired]
+        self.drain_old(lease, lease.record.switched_at, old)
+        self.delete(lease, old)
+        self.policy(lease, desired, narrow=True)
+        return self.result("promoted", f"{desired} is serving", rooms=rooms)
+
+    def _wait_ready(self, lease: Lease, name: str) -> tuple[Outcome, str] | None:
+        def sleep(seconds: float) -> None:
+            self.sleep(seconds)
+            lease.renew_if_due()
+
         status = wait_for_iec(self.kube, name=name, namespace=self.endpoint.namespace, seconds=self.timeout_seconds,
-                              interval=self.interval_seconds, clock=self.clock, sleep=self.sleep)
+                              interval=self.interval_seconds, clock=self.clock, sleep=sleep)
         if status.ready:
             return None
         if status.failed:
@@ -233,20 +325,51 @@ class Promotion:
         return "timeout", f"{name} not ready after {self.timeout_seconds:g} s (last state: {status.state})"
 
 
-def abort(kube: Kube, endpoint: Any) -> RolloutResult:
-    state = read_state(kube, endpoint)
-    if state.serving is None:
-        return RolloutResult(outcome="refused", state=state,
-                             message="no generation is serving (the client Service points at none): nothing to fall "
-                                     "back to, so nothing is deleted")
-    if not state.others:
-        return RolloutResult(outcome="steady", state=state, message=f"{state.serving} is serving; nothing to abort")
-    steps = []
-    for name in state.others:
-        delete_iec(kube, namespace=endpoint.namespace, name=name)
-        steps.append(f"deleted {name}")
-    return RolloutResult(outcome="aborted", message=f"{state.serving} keeps serving", state=read_state(kube, endpoint),
-                         steps=tuple(steps))
+@dataclass(kw_only=True)
+class Abort(_Run):
+    """Delete every generation the client Service does not point at; the serving one keeps serving."""
+
+    def run(self) -> RolloutResult:
+        state = self.state()
+        if state.lease_problem:
+            return self.result("refused", state.lease_problem)
+        if state.lease is not None and state.lease_live and state.lease.holder != self.holder:
+            return self.result("refused", str(LeaseHeld(state.lease)))
+        if state.serving is None and state.phase == "nothing":
+            return self.result("nothing", "no generation exists: nothing to abort")
+        if state.serving is None:
+            why = (f"a {state.lease.describe()} stopped" if state.lease else
+                   "the client Service points at none of the endpoint's generations")
+            return self.result("refused", f"no generation is serving ({why}): there is nothing to fall back to, so "
+                                          f"nothing is deleted; run 'hpdpd rollout promote' to create {state.desired}")
+        if not state.others and state.lease is None:
+            return self.result("steady", f"{state.serving} is serving; nothing to abort")
+        serving = state.serving
+
+        def plan(previous: LeaseRecord | None) -> LeaseRecord:
+            base = previous or LeaseRecord(holder="", expires=self.now(), source=serving, target=serving,
+                                           mode="blue-green", step="started")
+            return replace(base, step="aborting")
+
+        try:
+            lease, previous = self.take(plan)
+        except (LeaseHeld, LeaseUnusable) as exc:
+            return self.result("refused", str(exc))
+        self.resumed = previous is not None
+        try:
+            return self.held(lease, lambda held: self._abort(held, serving, previous))
+        except (LeaseUnusable, Stopped) as exc:
+            return self.result("failed", str(exc), keep_record=True)
+
+    def _abort(self, lease: Lease, serving: str, previous: LeaseRecord | None) -> RolloutResult:
+        others = [g.name for g in self.state().generations if g.name != serving]
+        self.ingress(lease, serving)
+        # A generation that served until the switch of an interrupted promote still drains.
+        switched = previous.switched_at if previous and previous.target == serving else None
+        self.drain_old(lease, switched, [n for n in others if switched and previous and n == previous.source])
+        self.delete(lease, others)
+        self.policy(lease, serving, narrow=True)
+        return self.result("aborted", f"{serving} keeps serving")
 
 
 def render_manifest(env: Any, endpoint: Any) -> dict[str, Any]:

@@ -181,8 +181,9 @@ def _addon_rows(env: EnvironmentConfig, clients: ClientSource, eks: Lookup[EksSt
 def _endpoint_row(endpoint: EndpointLike, clients: ClientSource, kubectl: Kube,
                   warnings: list[str]) -> EndpointStatus:
     sm_status = sm_failure = sm_reason = None
-    if endpoint.sagemaker_endpoint_name:
-        read = read_sagemaker_endpoint(clients.client("sagemaker"), endpoint.sagemaker_endpoint_name)
+    sagemaker_name = endpoint.rendered_sagemaker_endpoint_name  # the configured generation's own endpoint
+    if sagemaker_name:
+        read = read_sagemaker_endpoint(clients.client("sagemaker"), sagemaker_name)
         sm_status = _status(read, read.value.status if read.value else "")
         sm_failure = read.value.failure_reason if read.value else None
         sm_reason = _reason(read)
@@ -194,7 +195,7 @@ def _endpoint_row(endpoint: EndpointLike, clients: ClientSource, kubectl: Kube,
     elif iec.known:
         warnings.extend(_policy_warnings(endpoint, kubectl))
     return EndpointStatus(name=endpoint.name, namespace=endpoint.namespace, resource_name=iec_name(endpoint),
-                          sagemaker_endpoint=endpoint.sagemaker_endpoint_name, sagemaker_status=sm_status,
+                          sagemaker_endpoint=sagemaker_name, sagemaker_status=sm_status,
                           sagemaker_failure=sm_failure, sagemaker_reason=sm_reason,
                           iec_state=iec.state if iec.known else UNKNOWN, iec_message=iec.message,
                           iec_reason=None if iec.known else iec.reason)

@@ -201,8 +201,8 @@ def _endpoint_observation(endpoint: EndpointLike, sagemaker: Any, kubectl: Kube)
         if iec.failed:
             failed = True
             messages.append(f"IEC {iec_name(endpoint)}: {iec.state}: {iec.message or 'no condition message'}")
-    if endpoint.sagemaker_endpoint_name:
-        name = endpoint.sagemaker_endpoint_name
+    if endpoint.rendered_sagemaker_endpoint_name:
+        name = endpoint.rendered_sagemaker_endpoint_name  # the configured generation's own SageMaker endpoint
         read = settle(read_sagemaker_endpoint(sagemaker, name), f"SageMaker endpoint {name}")
         status = read.value.status if read.value else (NOT_FOUND if read.absent else unknown_state(read.reason))
         parts.append(f"SageMaker {status}")

@@ -1,4 +1,6 @@
-"""What the operator runs for an endpoint, read from the Kubernetes API: pods, nodes, logs, Services and IECs.
+"""What the operator runs for an endpoint, read from the Kubernetes API: pods, nodes, logs, Services and IECs, and
+the writes of ``hpdpd rollout`` (IECs, the client Service, the endpoint's Ingress and router NetworkPolicy; a write
+that carries ``metadata.resourceVersion`` raises :class:`Conflict` when the object changed since it was read).
 
 Names and labels (SageMaker HyperPod DPD documentation; ``docs/endpoints.md``): prefill and decode pods are
 ``prefill-<iec>-…`` / ``decode-<iec>-…`` with the label ``inference.sagemaker.aws.amazon.com/dpd-role`` and the vLLM
@@ -23,7 +25,7 @@ from hyperpod_dpd.catalogue.operator import (
     GPU_RESOURCE,
     INFERENCE_NAMESPACE,
 )
-from hyperpod_dpd.ops.kube import IEC_GROUP, IEC_PLURAL, IEC_VERSION, Kube, iec_path
+from hyperpod_dpd.ops.kube import IEC_GROUP, IEC_PLURAL, IEC_VERSION, Kube, KubeError, iec_path
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 ROUTER_CONTAINER = "router-container"
@@ -51,6 +53,7 @@ class Pod:
     env: Mapping[str, str] = field(default_factory=dict)  # literal env values of every container
     containers: tuple[str, ...] = ()
     waiting: str = ""  # the first container's waiting reason (ImagePullBackOff, ...)
+    node_selector: Mapping[str, str] = field(default_factory=dict)  # spec.nodeSelector
 
     @property
     def running(self) -> bool:
@@ -92,7 +95,7 @@ def parse_pod(item: Mapping[str, Any]) -> Pod:
                role=(meta.get("labels") or {}).get(DPD_ROLE_LABEL), phase=str(status.get("phase") or "Unknown"),
                ready=bool(statuses) and all(bool(s.get("ready")) for s in statuses), node=spec.get("nodeName"),
                efa=efa, gpus=gpus, env=env, containers=tuple(str(c.get("name", "")) for c in containers),
-               waiting=waiting)
+               waiting=waiting, node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()})
 
 
 def parse_node(item: Mapping[str, Any]) -> Node:
@@ -144,15 +147,28 @@ def nodes(kube: Kube) -> dict[str, Node]:
     return {n.name: n for n in (parse_node(i) for i in _items(document))}
 
 
-def requested_gpus(kube: Kube) -> dict[str, int]:
-    """``nvidia.com/gpu`` requested per node by pods that are not finished (all namespaces)."""
+@dataclass(frozen=True, kw_only=True)
+class GpuRequests:
+    """``nvidia.com/gpu`` that unfinished pods (all namespaces) request: per node for scheduled pods, and the
+    ``(nodeSelector, gpus)`` of pods not scheduled yet (they take capacity Karpenter is still to add)."""
+
+    by_node: Mapping[str, int]
+    unscheduled: tuple[tuple[Mapping[str, str], int], ...] = ()
+
+
+def gpu_requests(kube: Kube) -> GpuRequests:
     document = kube.call("list pods in all namespaces", lambda api: _core(api).list_pod_for_all_namespaces(
         _preload_content=False, _request_timeout=kube.timeout), permission="list on pods (all namespaces)")
     used: dict[str, int] = {}
+    waiting: list[tuple[Mapping[str, str], int]] = []
     for pod in (parse_pod(i) for i in _items(document)):
-        if pod.node and pod.phase not in DONE_PHASES:
+        if pod.phase in DONE_PHASES or not pod.gpus:
+            continue
+        if pod.node:
             used[pod.node] = used.get(pod.node, 0) + pod.gpus
-    return used
+        else:
+            waiting.append((pod.node_selector, pod.gpus))
+    return GpuRequests(by_node=used, unscheduled=tuple(waiting))
 
 
 def pod_log(kube: Kube, pod: Pod, *, container: str | None = None, since_seconds: int | None = None,
@@ -226,12 +242,90 @@ def get_service(kube: Kube, *, namespace: str, name: str) -> dict[str, Any]:
     return document if isinstance(document, dict) else {}
 
 
-def point_service(kube: Kube, *, namespace: str, name: str, external_name: str) -> None:
-    """Re-point the client ``ExternalName`` Service (a JSON merge patch of ``spec.externalName``)."""
-    body = {"spec": {"externalName": external_name}}
-    kube.call(f"PATCH service {namespace}/{name}", lambda api: _core(api).patch_namespaced_service(
-        name, namespace, body, _preload_content=False, _request_timeout=kube.timeout),
-        permission=f"patch on services in namespace {namespace}")
+class Conflict(KubeError):
+    """409 Conflict: the object changed since it was read (its ``resourceVersion`` no longer matches)."""
+
+
+_CONFLICT = object()
+
+
+def _conditional(request: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``request``, with the API server's 409 answered by a marker instead of an error.
+
+    A write whose body carries ``metadata.resourceVersion`` is applied only to that version: "If the
+    resourceVersion field doesn't match what's stored, the operation results in a conflict"
+    (kubernetes-sigs/controller-runtime@23001f6 ``pkg/client/patch.go``, ``MergeFromOptions.OptimisticLock``;
+    kubernetes/community@d9bfbf2 ``contributors/devel/sig-architecture/api-conventions.md``, "Concurrency Control
+    and Consistency": "the update fails with a StatusConflict (HTTP status code 409)").
+    """
+    from kubernetes.client.exceptions import ApiException
+
+    def call(api: Any) -> Any:
+        try:
+            return request(api)
+        except ApiException as exc:
+            if exc.status == 409:
+                return _CONFLICT
+            raise
+
+    return call
+
+
+def _written(what: str, result: Any) -> dict[str, Any]:
+    if result is _CONFLICT:
+        raise Conflict(f"{what}: 409 Conflict: the object changed since it was read", "conflict")
+    return result if isinstance(result, dict) else {}
+
+
+def patch_service(kube: Kube, *, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Patch the client Service (a dict body: the client sends it as a strategic merge patch, which merges
+    ``metadata.annotations`` and replaces ``spec.externalName``); with ``metadata.resourceVersion`` in ``body`` it
+    applies only to that version (:class:`Conflict` otherwise). Returns the Service as written."""
+    what = f"PATCH service {namespace}/{name}"
+    return _written(what, kube.call(what, _conditional(lambda api: _core(api).patch_namespaced_service(
+        name, namespace, dict(body), _preload_content=False, _request_timeout=kube.timeout)),
+        permission=f"patch on services in namespace {namespace}"))
+
+
+# ---- the Ingress and the router NetworkPolicy in the operator's namespace (rollout re-points them) -----------------
+
+
+def _networking(api: Any) -> Any:
+    from kubernetes import client
+
+    return client.NetworkingV1Api(api)
+
+
+def get_ingress(kube: Kube, *, name: str) -> dict[str, Any]:
+    document = kube.call(f"GET ingress {INFERENCE_NAMESPACE}/{name}", lambda api: _networking(api)
+                         .read_namespaced_ingress(name, INFERENCE_NAMESPACE, _preload_content=False,
+                                                  _request_timeout=kube.timeout),
+                         permission=f"get on ingresses.networking.k8s.io in namespace {INFERENCE_NAMESPACE}")
+    return document if isinstance(document, dict) else {}
+
+
+def patch_ingress(kube: Kube, *, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Patch the endpoint's Ingress (conditional on ``metadata.resourceVersion`` in ``body``, as above)."""
+    what = f"PATCH ingress {INFERENCE_NAMESPACE}/{name}"
+    return _written(what, kube.call(what, _conditional(lambda api: _networking(api).patch_namespaced_ingress(
+        name, INFERENCE_NAMESPACE, dict(body), _preload_content=False, _request_timeout=kube.timeout)),
+        permission=f"patch on ingresses.networking.k8s.io in namespace {INFERENCE_NAMESPACE}"))
+
+
+def get_network_policy(kube: Kube, *, name: str) -> dict[str, Any]:
+    document = kube.call(f"GET networkpolicy {INFERENCE_NAMESPACE}/{name}", lambda api: _networking(api)
+                         .read_namespaced_network_policy(name, INFERENCE_NAMESPACE, _preload_content=False,
+                                                         _request_timeout=kube.timeout),
+                         permission=f"get on networkpolicies.networking.k8s.io in namespace {INFERENCE_NAMESPACE}")
+    return document if isinstance(document, dict) else {}
+
+
+def patch_network_policy(kube: Kube, *, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Patch the router NetworkPolicy (conditional on ``metadata.resourceVersion`` in ``body``, as above)."""
+    what = f"PATCH networkpolicy {INFERENCE_NAMESPACE}/{name}"
+    return _written(what, kube.call(what, _conditional(lambda api: _networking(api).patch_namespaced_network_policy(
+        name, INFERENCE_NAMESPACE, dict(body), _preload_content=False, _request_timeout=kube.timeout)),
+        permission=f"patch on networkpolicies.networking.k8s.io in namespace {INFERENCE_NAMESPACE}"))
 
 
 # ---- an in-cluster Service, reached through the API server (rollout's checks from outside the cluster) ---------------

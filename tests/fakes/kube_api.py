@@ -180,6 +180,8 @@ class FakeKube:
                 service = self.services.get((namespace, parts[5]))
                 if service is None:
                     return 404, self.status(404, f'services "{parts[5]}" not found')
+                if "resourceVersion" not in service.setdefault("metadata", {}):  # seeded ones too, as stored objects
+                    self._next_version(service)
                 if method == "PATCH":
                     conflict = self._conflict(service, body, f'services "{parts[5]}"')
                     if conflict:

@@ -234,7 +234,8 @@ def test_routing_threshold_strategy_topology_and_cache(full: Manifest) -> None:
 
 def test_exposure_sagemaker_endpoint_tls_custom_domain_metrics_and_health(full: Manifest) -> None:
     spec = full["spec"]
-    assert spec["endpointName"] == "llama-70b"
+    # the SageMaker endpoint is named per generation: two generations side by side must not share one name
+    assert spec["endpointName"] == f"llama-70b-{full['metadata']['labels']['hyperpod-dpd/generation']}"
     assert spec["invocationEndpoint"] == "v1/completions"
     assert spec["loadBalancer"] == {"healthCheckPath": "/healthz"}
     assert spec["metrics"] == {"enabled": True, "metricsScrapeIntervalSeconds": 30, "modelMetrics": {"port": 8000}}
@@ -242,6 +243,16 @@ def test_exposure_sagemaker_endpoint_tls_custom_domain_metrics_and_health(full: 
                                  "customCertificateConfig": {"acmArn": TOKEN_ARN, "domainName": "llama.example.com"}}
     assert spec["dnsConfig"] == {"hostedZoneId": "Z0123456789ABC"}
     assert full["metadata"]["namespace"] == "llm"
+
+
+def test_a_fixed_sagemaker_endpoint_name_is_rendered_as_configured(
+        synth: Callable[..., list[Manifest]], make_endpoint: Callable[..., EndpointConfig]) -> None:
+    # GIVEN an endpoint that opts out of per-generation SageMaker names
+    endpoint = make_endpoint(sagemaker_endpoint_name="llama-70b", rollout={"fixed_sagemaker_endpoint_name": True})
+    # WHEN its IEC is rendered
+    spec = _iec(synth, endpoint)["spec"]
+    # THEN every generation carries the configured name itself
+    assert spec["endpointName"] == "llama-70b" == endpoint.sagemaker_endpoint_name_for("0ld000")
 
 
 def test_fsx_source_and_disabled_metrics(synth: Callable[..., list[Manifest]],

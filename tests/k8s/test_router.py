@@ -194,6 +194,8 @@ def test_alb_ingress_exposes_the_router_service_with_an_acm_certificate(
         "alb.ingress.kubernetes.io/healthcheck-path": "/health",
         "alb.ingress.kubernetes.io/group.name": "hpdpd-llm-llama",
         "alb.ingress.kubernetes.io/certificate-arn": CERT,
+        # no max_model_len: the model's 131072-token context at 100 ms TPOT drains longer than the ALB's 3600 s most
+        "alb.ingress.kubernetes.io/target-group-attributes": "deregistration_delay.timeout_seconds=3600",
     }
     assert ingress["spec"] == {
         "ingressClassName": "alb",
@@ -201,6 +203,32 @@ def test_alb_ingress_exposes_the_router_service_with_an_acm_certificate(
         "rules": [{"host": "llama.example.com", "http": {"paths": [{
             "path": "/", "pathType": "Prefix",
             "backend": {"service": {"name": exposed_endpoint.router_service_name, "port": {"number": 443}}}}]}}]}
+
+
+@pytest.mark.parametrize(("changes", "seconds"), [
+    ({"rollout": {"drain_seconds": 90}}, 90),  # the configured drain
+    # 8192 tokens x 50 ms + 1 s TTFT = 410.6 s, rounded up, plus CoreDNS's 5 s TTL
+    ({"max_model_len": 8192, "slo": {"ttft_ms": 1000, "tpot_ms": 50}}, 416),
+])
+def test_the_alb_drains_old_targets_as_long_as_the_rollout_does(
+        synth: Callable[..., list[Manifest]], make_endpoint: Callable[..., EndpointConfig], find: Find,
+        changes: dict[str, Any], seconds: int) -> None:
+    # GIVEN an ALB Ingress and a drain that is configured, or derived from the longest request (plus the DNS TTL)
+    endpoint = make_endpoint(**changes, router={"allowed_cidrs": ["10.0.0.0/8"], "ingress": {"host": "llama.example.com"}})
+    # WHEN it is rendered
+    annotations = find(_router(synth, endpoint), "Ingress", "llama-default")["metadata"]["annotations"]
+    # THEN the ALB keeps the old router's connections open for that long after the backend is re-pointed
+    assert endpoint.drain_seconds == seconds
+    assert annotations["alb.ingress.kubernetes.io/target-group-attributes"] == \
+        f"deregistration_delay.timeout_seconds={seconds}"
+
+
+def test_the_router_label_assumption_is_one_fact(make_endpoint: Callable[..., EndpointConfig]) -> None:
+    # GIVEN the chart's label assumption and the one the rollout uses to widen and narrow the router policy
+    endpoint = make_endpoint(namespace="llm")
+    # THEN they agree, for the configured generation and for any other
+    for iec in (endpoint.resource_name, "llama-0ld000"):
+        assert endpoint.router_pod_labels_for(iec) == defaults.router_pod_labels(iec, "llm")
 
 
 def test_other_ingress_classes_use_a_tls_secret_and_no_alb_annotations(

@@ -1,6 +1,7 @@
 """``hpdpd rollout status|promote|abort``: blue/green IEC generations against the fake API server.
 
-The serving generation ``llama-3-3-70b-0ld000`` runs on one node per role; dev's configuration renders a new
+The serving generation ``llama-3-3-70b-01d000`` runs on one node per role, with the router NetworkPolicy (and, where
+the configuration has one, the Ingress) the endpoints chart renders, re-named to it; the configuration renders a new
 generation (its ``resource_name``), for which the fake cluster has a second, free node per role.
 """
 
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -17,36 +19,59 @@ import pytest
 
 from hyperpod_dpd.cli.main import main
 from hyperpod_dpd.config import load_environment
-from tests.fakes import dpd_cluster, kube_api, prometheus
+from hyperpod_dpd.ops.rollout_lease import LEASE_ANNOTATION, LeaseRecord
+from tests.fakes import kube_api, prometheus
 from tests.hpdpd.cli.test_smoke import Router
+from tests.hpdpd.ops import rollout_cluster as rc
 
-ENDPOINT = load_environment("dev").endpoints[0]
-OLD = f"{ENDPOINT.name}-0ld000"
+ENV = load_environment("dev")
+ENDPOINT = ENV.endpoints[0]
+OLD = rc.old_name(ENDPOINT)
 NEW = ENDPOINT.resource_name
 NS = ENDPOINT.namespace
+IEC_PATH = f"{kube_api.IEC_PREFIX}{NS}/inferenceendpointconfigs"
+SERVICE_PATH = f"/api/v1/namespaces/{NS}/services/{ENDPOINT.name}"
 
 
-def host(iec: str) -> str:
-    return f"{iec}-{NS}-routing-service.hyperpod-inference-system.svc.cluster.local"
+def exposed(data: dict[str, Any]) -> None:
+    """dev with a SageMaker endpoint name, an Ingress and a one-second drain."""
+    data["endpoints"][0].update({"sagemaker_endpoint_name": "llama-sm", "rollout": {"drain_seconds": 1},
+                                 "router": {"allowed_cidrs": ["10.192.0.0/16"], "ingress": {"host": "llama.example.com"}}})
+
+
+def fixed(data: dict[str, Any]) -> None:
+    """dev with one SageMaker endpoint name for every generation (and no Ingress)."""
+    data["endpoints"][0].update({"sagemaker_endpoint_name": "llama-sm", "router": {},
+                                 "rollout": {"fixed_sagemaker_endpoint_name": True}})
+
+
+@pytest.fixture(scope="module")
+def charts() -> dict[str, dict[str, dict[str, Any]]]:
+    """The chart objects of the configured generation, per configuration variant (each synthesized once)."""
+    from tests.hpdpd.ops.rollout_cluster import environment
+
+    return {"dev": rc.chart_objects(ENV, ENDPOINT),
+            "exposed": rc.chart_objects(environment(exposed), ENDPOINT),
+            "fixed": rc.chart_objects(environment(fixed), ENDPOINT)}
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[kube_api.FakeKube, str]]:
+def start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, charts: dict[str, Any], write_config: Callable[..., Path],
+          ) -> Iterator[Callable[..., tuple[kube_api.FakeKube, list[str]]]]:
+    """``start(variant)``: the fake cluster mid-rollout, and the arguments that reach it (kubeconfig, config dir)."""
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("HPDPD_PROMETHEUS_URL", raising=False)
     with kube_api.serve() as fake:
-        dpd_cluster.healthy(fake, ENDPOINT, iec=OLD)
-        fake.nodes += [kube_api.node("p5-prefill-1", role="prefill"), kube_api.node("p5-decode-1", role="decode")]
+        def begin(variant: str = "dev") -> tuple[kube_api.FakeKube, list[str]]:
+            endpoint = ENDPOINT if variant == "dev" else rc.environment(exposed if variant == "exposed" else fixed)\
+                .endpoints[0]
+            rc.seed(fake, endpoint, charts[variant])
+            args = ["--kubeconfig", fake.kubeconfig(tmp_path / "kubeconfig")]
+            if variant != "dev":
+                args += ["--config-dir", str(write_config(exposed if variant == "exposed" else fixed))]
+            return fake, args
 
-        def start(fake: kube_api.FakeKube, document: dict[str, Any]) -> None:
-            # the operator brings the new generation up on the free nodes
-            name = document["metadata"]["name"]
-            del fake.iecs[(NS, name)]
-            dpd_cluster.add_generation(fake, iec=name, namespace=NS, endpoint=ENDPOINT.name,
-                                       prefill_node="p5-prefill-1", decode_node="p5-decode-1")
-
-        fake.on_iec_created = start
-        yield fake, fake.kubeconfig(tmp_path / "kubeconfig")
+        yield begin
 
 
 @pytest.fixture
@@ -62,9 +87,9 @@ def checks() -> Iterator[tuple[str, str]]:
     server.server_close()
 
 
-def rollout(action: str, kubeconfig: str, *extra: str, output: str = "json") -> list[str]:
-    return ["rollout", action, "--env", "dev", "--endpoint", ENDPOINT.name, "--kubeconfig", kubeconfig,
-            "--output", output, "--interval", "0.05", *extra]
+def rollout(action: str, cluster: list[str], *extra: str, output: str = "json", drain: str | None = "0") -> list[str]:
+    return ["rollout", action, "--env", "dev", "--endpoint", ENDPOINT.name, *cluster, "--output", output,
+            "--interval", "0.05", "--lease-seconds", "60", *(["--drain", drain] if drain is not None else []), *extra]
 
 
 def run_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, dict[str, Any], str]:
@@ -73,35 +98,48 @@ def run_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, 
     return code, json.loads(captured.out) if captured.out.strip() else {}, captured.err
 
 
-def test_promote_switches_the_client_service_only_after_readiness_and_checks(
-        cluster: Any, checks: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    fake, kubeconfig = cluster
+def index(fake: kube_api.FakeKube, method: str, path: str, body: Callable[[Any], bool] = lambda b: True,
+          after: int = -1) -> int:
+    """Where the first matching request (after ``after``) is in the fake's log."""
+    return next(i for i, (m, p, b) in enumerate(fake.requests) if i > after and m == method and p == path and body(b))
+
+
+def test_promote_moves_the_policy_the_service_and_the_ingress_drains_then_deletes(
+        start: Any, checks: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    fake, cluster = start("exposed")
     url, metrics = checks
-    # WHEN the configured generation is promoted
-    code, data, err = run_json(capsys, rollout("promote", kubeconfig, "--url", url, "--prometheus", metrics))
-    # THEN it was created beside the old one, became ready, passed smoke and verify, took the client Service, and
-    # only then was the old generation deleted
+    # WHEN the configured generation of an endpoint with an Ingress and a SageMaker endpoint name is promoted
+    code, data, err = run_json(capsys, rollout("promote", cluster, "--url", url, "--prometheus", metrics, drain=None))
     assert code == 0 and data["ok"] is True and data["outcome"] == "promoted", err
-    assert fake.services[(NS, ENDPOINT.name)]["spec"]["externalName"] == host(NEW)
-    assert set(fake.iecs) == {(NS, NEW)}
-    methods = [(m, path) for m, path, _ in fake.requests]
-    create = methods.index(("POST", f"{kube_api.IEC_PREFIX}{NS}/inferenceendpointconfigs"))
-    patch = methods.index(("PATCH", f"/api/v1/namespaces/{NS}/services/{ENDPOINT.name}"))
-    delete = methods.index(("DELETE", f"{kube_api.IEC_PREFIX}{NS}/inferenceendpointconfigs/{OLD}"))
-    ready = min(i for i, (m, p) in enumerate(methods) if p.endswith(f"inferenceendpointconfigs/{NEW}") and m == "GET")
-    log_reads = [i for i, (_, p) in enumerate(methods) if "/log" in p]
-    assert create < ready < min(log_reads) and max(log_reads) < patch < delete
+    # THEN the new generation was created with its own SageMaker endpoint name, became ready and passed its checks
+    (posted,) = [b for m, p, b in fake.requests if m == "POST" and p == IEC_PATH]
+    assert posted["spec"]["endpointName"] == f"llama-sm-{ENDPOINT.generation}" != f"llama-sm-{rc.OLD_GENERATION}"
+    created = index(fake, "POST", IEC_PATH)
+    ready = index(fake, "GET", f"{IEC_PATH}/{NEW}", after=created)
     assert len(Router.bodies) == 3  # the short prompt and the long one twice, to the new generation
-    assert data["steps"][0] == f"created {NEW}" and data["steps"][-1] == f"deleted {OLD}"
-    # AND the created IEC is the one the endpoints chart renders
-    (posted,) = [b for m, _, b in fake.requests if m == "POST"]
-    assert posted["kind"] == "InferenceEndpointConfig" and posted["metadata"]["labels"]["hyperpod-dpd/endpoint"] == \
-        ENDPOINT.name
+    # AND then, in this order: the router policy took both routers, the Service and the Ingress moved, the old
+    # generation drained (rollout.drain_seconds: 1), was deleted, and the policy was narrowed to the new router
+    policy = f"{rc.POLICIES}/{ENDPOINT.router_policy_name}"
+    widen = index(fake, "PATCH", policy, lambda b: b["spec"]["podSelector"]["matchExpressions"] == [
+        {"key": "app", "operator": "In", "values": [f"{OLD}-{NS}-router", f"{NEW}-{NS}-router"]}], after=ready)
+    switch = index(fake, "PATCH", SERVICE_PATH, lambda b: "spec" in b, after=widen)
+    ingress = index(fake, "PATCH", f"{rc.INGRESSES}/{ENDPOINT.ingress_name}", after=switch)
+    delete = index(fake, "DELETE", f"{IEC_PATH}/{OLD}", after=ingress)
+    index(fake, "PATCH", policy, lambda b: b["spec"]["podSelector"]["matchExpressions"] is None, after=delete)
+    assert f"draining {OLD} for 1 s (open requests finish on the old router)" in data["steps"]
+    # AND everything ends on the new generation, the lease released
+    assert set(fake.iecs) == {(NS, NEW)} and data["serving_sagemaker_endpoint_name"] == posted["spec"]["endpointName"]
+    assert fake.services[(NS, ENDPOINT.name)]["spec"]["externalName"] == rc.host(NEW, NS)
+    assert rc.ingress_backends(fake, ENDPOINT) == [f"{NEW}-{NS}-routing-service"]
+    assert rc.policy_selector(fake, ENDPOINT) == {"matchLabels": {"app": f"{NEW}-{NS}-router"}}
+    assert rc.lease_text(fake, ENDPOINT) is None
+    code, data, _ = run_json(capsys, rollout("status", cluster))
+    assert code == 0 and data["phase"] == "steady"
 
 
 def test_without_a_url_the_new_router_is_smoked_through_the_api_servers_service_proxy(
-        cluster: Any, checks: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    fake, kubeconfig = cluster
+        start: Any, checks: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    fake, cluster = start()
     _, metrics = checks
     proxied: list[tuple[str, str, str]] = []
 
@@ -112,7 +150,7 @@ def test_without_a_url_the_new_router_is_smoked_through_the_api_servers_service_
 
     fake.proxy = router
     # WHEN the configured generation is promoted from outside the cluster (no --url, as the pipeline runs it)
-    code, data, err = run_json(capsys, rollout("promote", kubeconfig, "--prometheus", metrics))
+    code, data, err = run_json(capsys, rollout("promote", cluster, "--prometheus", metrics))
     # THEN its router was reached through the API server, at the new generation's routing Service, and it was promoted
     assert code == 0 and data["outcome"] == "promoted", err
     assert len(proxied) == 3 and {p[:2] for p in proxied} == {
@@ -120,38 +158,44 @@ def test_without_a_url_the_new_router_is_smoked_through_the_api_servers_service_
     assert proxied[0][2] == ENDPOINT.invocation_path.lstrip("/")
 
 
-def test_a_generation_that_fails_its_checks_is_not_promoted(cluster: Any, checks: tuple[str, str],
+def test_a_generation_that_fails_its_checks_is_not_promoted(start: Any, checks: tuple[str, str],
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    fake, kubeconfig = cluster
+    fake, cluster = start()
     url, metrics = checks
     fake.nodes[-1]["metadata"]["labels"]["topology.kubernetes.io/zone"] = "us-west-2b"  # the new decoder's node
-    code, data, err = run_json(capsys, rollout("promote", kubeconfig, "--url", url, "--prometheus", metrics))
+    code, data, err = run_json(capsys, rollout("promote", cluster, "--url", url, "--prometheus", metrics))
     assert code == 1 and data["outcome"] == "failed" and f"{OLD} keeps serving" in data["message"]
     assert any(f.startswith("verify same-az") for f in data["failures"])
-    assert fake.services[(NS, ENDPOINT.name)]["spec"]["externalName"] == host(OLD)
-    assert (NS, OLD) in fake.iecs
+    # AND nothing that names the old generation moved, and no lease is left
+    assert fake.services[(NS, ENDPOINT.name)]["spec"]["externalName"] == rc.host(OLD, NS)
+    assert rc.policy_selector(fake, ENDPOINT) == {"matchLabels": {"app": f"{OLD}-{NS}-router"}}
+    assert (NS, OLD) in fake.iecs and rc.lease_text(fake, ENDPOINT) is None
 
 
-def test_abort_leaves_the_old_generation_serving(cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    fake, kubeconfig = cluster
+def test_abort_leaves_the_old_generation_serving(start: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.fakes import dpd_cluster
+
+    fake, cluster = start()
     # GIVEN the new generation runs beside the old one
     dpd_cluster.add_generation(fake, iec=NEW, namespace=NS, endpoint=ENDPOINT.name, prefill_node="p5-prefill-1",
                                decode_node="p5-decode-1")
-    code, data, _ = run_json(capsys, rollout("status", kubeconfig))
+    code, data, _ = run_json(capsys, rollout("status", cluster))
     assert code == 1 and data["phase"] == "in-progress" and data["serving"] == OLD and data["desired"] == NEW
     # WHEN the rollout is aborted
-    code, data, _ = run_json(capsys, rollout("abort", kubeconfig))
+    code, data, _ = run_json(capsys, rollout("abort", cluster))
     # THEN the new generation is gone and the old one still serves through the unchanged client Service
     assert code == 0 and data["outcome"] == "aborted" and set(fake.iecs) == {(NS, OLD)}
-    assert fake.services[(NS, ENDPOINT.name)]["spec"]["externalName"] == host(OLD)
-    assert fake.calls("PATCH") == []
+    assert fake.services[(NS, ENDPOINT.name)]["spec"]["externalName"] == rc.host(OLD, NS)
+    # AND the Service was written only for the lease, which is released
+    assert [b for m, p, b in fake.requests if m == "PATCH" and p == SERVICE_PATH and "spec" in b] == []
+    assert rc.lease_text(fake, ENDPOINT) is None
 
 
-def test_a_rollout_without_room_is_refused(cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    fake, kubeconfig = cluster
+def test_a_rollout_without_room_is_refused(start: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    fake, cluster = start()
     # GIVEN no free GPUs beside the serving generation (one node per role, fully requested)
     fake.nodes = [n for n in fake.nodes if not n["metadata"]["name"].endswith("-1")]
-    code = main(rollout("promote", kubeconfig, output="table"))
+    code = main(rollout("promote", cluster, output="table"))
     captured = capsys.readouterr()
     # THEN nothing is created and one line says why, with the way out
     assert code == 1 and fake.calls("POST") == []
@@ -160,28 +204,125 @@ def test_a_rollout_without_room_is_refused(cluster: Any, capsys: pytest.CaptureF
     assert "room for the new generation" in captured.out
 
 
-def test_status_of_a_steady_endpoint(cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    fake, kubeconfig = cluster
+def test_status_of_a_steady_endpoint(start: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.fakes import dpd_cluster
+
+    fake, cluster = start()
     fake.iecs.clear()
     dpd_cluster.add_generation(fake, iec=NEW, namespace=NS, endpoint=ENDPOINT.name)
-    fake.services[(NS, ENDPOINT.name)]["spec"]["externalName"] = host(NEW)
-    code, data, _ = run_json(capsys, rollout("status", kubeconfig))
+    fake.services[(NS, ENDPOINT.name)]["spec"]["externalName"] = rc.host(NEW, NS)
+    code, data, _ = run_json(capsys, rollout("status", cluster))
     assert code == 0 and data["phase"] == "steady" and data["serving"] == NEW
-    code = main(rollout("status", kubeconfig, output="table"))
+    code = main(rollout("status", cluster, output="table"))
     assert code == 0 and "Generation" in capsys.readouterr().out
 
 
+def test_a_second_promote_is_refused_while_another_holds_the_lease(start: Any,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    fake, cluster = start()
+    # GIVEN a promote from elsewhere holds the lease for ten more minutes
+    expires = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=10)
+    record = LeaseRecord(holder="build-7@ci pid 41", expires=expires, source=OLD, target=NEW, mode="blue-green",
+                         step=f"created {NEW}")
+    fake.services[(NS, ENDPOINT.name)]["metadata"]["annotations"] = {LEASE_ANNOTATION: record.to_text()}
+    until = expires.strftime("%Y-%m-%dT%H:%M:%S")
+    # WHEN promote, abort and status run
+    for action in ("promote", "abort"):
+        code = main(rollout(action, cluster, output="table"))
+        err = capsys.readouterr().err
+        # THEN promote and abort are refused with one line naming the holder and the expiry, and change nothing
+        assert code == 1 and f"build-7@ci pid 41 holds its lease until {until}" in err, err
+    assert fake.calls("POST") == [] and fake.calls("DELETE") == [] and (NS, OLD) in fake.iecs
+    code, data, _ = run_json(capsys, rollout("status", cluster))
+    assert code == 1 and data["phase"] == "in-progress" and "build-7@ci pid 41 holds the rollout lease" in data["message"]
+
+
+def test_an_in_place_promote_stopped_after_its_delete_is_reported_and_finished(
+        start: Any, checks: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    fake, cluster = start()
+    url, metrics = checks
+    # GIVEN an in-place promote that stops after deleting the serving generation (the create fails)
+    fake.fail(IEC_PATH, 500, "etcdserver: request timed out", methods=("POST",))
+    code = main(rollout("promote", cluster, "--in-place", "--url", url, "--prometheus", metrics))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "500" in err and fake.iecs == {}
+    # THEN status does not call that "nothing": it names the stopped promote and what to run
+    code, data, _ = run_json(capsys, rollout("status", cluster))
+    assert code == 1 and data["phase"] == "interrupted" and data["lease"]["mode"] == "in-place"
+    assert f"in-place promote from {OLD} to {NEW}" in data["message"] and "hpdpd rollout promote" in data["message"]
+    # AND abort explains that nothing is left to fall back to
+    code, data, _ = run_json(capsys, rollout("abort", cluster))
+    assert code == 1 and data["outcome"] == "refused" and "nothing to fall back to" in data["message"]
+    # WHEN promote runs again (without --in-place) once the API server recovers
+    fake.faults.clear()
+    code, data, err = run_json(capsys, rollout("promote", cluster, "--url", url, "--prometheus", metrics))
+    # THEN it creates the configured generation, switches to it and leaves no record
+    assert code == 0 and data["outcome"] == "promoted", err
+    assert set(fake.iecs) == {(NS, NEW)} and fake.services[(NS, ENDPOINT.name)]["spec"]["externalName"] == \
+        rc.host(NEW, NS) and rc.lease_text(fake, ENDPOINT) is None
+
+
+def test_an_ingress_that_cannot_be_patched_stops_the_promote_before_anything_is_deleted(
+        start: Any, checks: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    fake, cluster = start("exposed")
+    url, metrics = checks
+    # GIVEN the caller may read the endpoint's Ingress but not patch it
+    fake.fail(rc.INGRESSES, 403, "ingresses.networking.k8s.io is forbidden", methods=("PATCH",))
+    code = main(rollout("promote", cluster, "--url", url, "--prometheus", metrics))
+    err = capsys.readouterr().err
+    # THEN promote stops with one line naming the permission, and the old generation is still there
+    assert code == 2 and err.count("\n") == 1
+    assert "needs patch on ingresses.networking.k8s.io in namespace hyperpod-inference-system" in err
+    assert (NS, OLD) in fake.iecs and fake.calls("DELETE") == []
+    assert rc.ingress_backends(fake, ENDPOINT) == [f"{OLD}-{NS}-routing-service"]
+    # AND status says the promote stopped before it finished; once the grant exists, promote finishes it
+    code, data, _ = run_json(capsys, rollout("status", cluster))
+    assert code == 1 and data["phase"] == "interrupted" and "stopped before it finished" in data["message"]
+    fake.faults.clear()
+    code, data, err = run_json(capsys, rollout("promote", cluster, "--url", url, "--prometheus", metrics))
+    assert code == 0 and data["outcome"] == "promoted", err
+    assert set(fake.iecs) == {(NS, NEW)} and rc.ingress_backends(fake, ENDPOINT) == [f"{NEW}-{NS}-routing-service"]
+
+
+def test_a_fixed_sagemaker_name_refuses_blue_green_and_is_replaced_in_place(
+        start: Any, checks: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    fake, cluster = start("fixed")
+    url, metrics = checks
+    # WHEN a new generation would run beside one that holds the same SageMaker endpoint name
+    code = main(rollout("promote", cluster, output="table"))
+    err = capsys.readouterr().err
+    # THEN blue/green is refused with the reason, before anything is created
+    assert code == 1 and "would both hold the SageMaker endpoint name 'llama-sm'" in err and "--in-place" in err
+    assert fake.calls("POST") == []
+    # AND in place, the old generation is deleted and gone before the new one, with the same name, is created
+    code, data, err = run_json(capsys, rollout("promote", cluster, "--in-place", "--url", url, "--prometheus", metrics))
+    assert code == 0 and data["outcome"] == "promoted", err
+    assert index(fake, "DELETE", f"{IEC_PATH}/{OLD}") < index(fake, "GET", f"{IEC_PATH}/{OLD}") < \
+        index(fake, "POST", IEC_PATH)
+    assert fake.iecs[(NS, NEW)]["spec"]["endpointName"] == "llama-sm"
+
+
+def test_bad_options_end_with_one_line(start: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    _, cluster = start()
+    code = main([*rollout("promote", cluster, drain="-1")])
+    assert code == 2 and capsys.readouterr().err.strip() == "hpdpd: error: --drain: -1: must be 0 or more seconds"
+    code = main([*rollout("promote", cluster), "--lease-seconds", "0.1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--lease-seconds: 0.1: must be more than twice --interval" in err
+
+
 @pytest.mark.parametrize("action", ["status", "promote", "abort"])
-def test_a_denied_or_unreachable_cluster_ends_with_one_line(cluster: Any, tmp_path: Path, action: str,
+def test_a_denied_or_unreachable_cluster_ends_with_one_line(start: Any, tmp_path: Path, action: str,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    fake, kubeconfig = cluster
+    fake, cluster = start()
     fake.fail(kube_api.IEC_PREFIX.removesuffix("namespaces/"), 403, "inferenceendpointconfigs is forbidden")
-    code = main(rollout(action, kubeconfig))
+    code = main(rollout(action, cluster))
     captured = capsys.readouterr()
     assert code == 2 and captured.out == "" and captured.err.count("\n") == 1
     assert "403 Forbidden" in captured.err and "; needs list on inferenceendpointconfigs" in captured.err
     with kube_api.serve() as gone:
         url = gone.url
-    code = main(rollout(action, kube_api.FakeKube(url=url).kubeconfig(tmp_path / "gone"), "--request-timeout", "1"))
+    code = main(rollout(action, ["--kubeconfig", kube_api.FakeKube(url=url).kubeconfig(tmp_path / "gone")],
+                        "--request-timeout", "1"))
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "cannot reach the Kubernetes API server" in err

@@ -210,10 +210,11 @@ def test_eks_cluster_names_take_underscores_like_eks_does() -> None:
 
 
 def test_a_sagemaker_endpoint_name_of_63_characters_with_hyphens_is_accepted() -> None:
+    # GIVEN a fixed name (a per-generation name adds '-<generation>', see tests/hpdpd/config/test_endpoint_rollout.py)
     name = "s" + "-e" * 31
     endpoint = parse_endpoint({"name": "llama", "namespace": "llm", "instance_type": "ml.p5.48xlarge",
                                "model": {"name": "m", "s3": {"bucket": "weights", "region": "us-west-2"}},
-                               "sagemaker_endpoint_name": name})
+                               "sagemaker_endpoint_name": name, "rollout": {"fixed_sagemaker_endpoint_name": True}})
     assert (endpoint.sagemaker_endpoint_name, len(name)) == (name, 63)
 
 

@@ -127,6 +127,12 @@ class Endpoint:
     model: Model = field(default_factory=Model)
     invocation_path: str = "v1/chat/completions"
 
+    @property
+    def rendered_sagemaker_endpoint_name(self) -> str | None:
+        # as EndpointConfig renders it for a generation (fixed names aside): <base>-<generation>
+        generation = getattr(self, "resource_name", "llama-000000").rsplit("-", 1)[-1]
+        return f"{self.sagemaker_endpoint_name}-{generation}" if self.sagemaker_endpoint_name else None
+
 
 @dataclass(frozen=True)
 class GeneratedEndpoint(Endpoint):

@@ -63,7 +63,7 @@ def deployed(env: EnvironmentConfig, clients: ClientFactory, create_hyperpod: Ca
 def test_a_healthy_environment(deployed: EnvironmentConfig, clients: ClientFactory,
                                make_endpoint: Callable[..., Any]) -> None:
     # GIVEN a running cluster, an ACTIVE EKS cluster and add-ons, an InService SageMaker endpoint, but no kubeconfig
-    create_sagemaker_endpoint(clients.client("sagemaker"), "llama-sm")
+    create_sagemaker_endpoint(clients.client("sagemaker"), "llama-sm-1a2b3c")  # <base>-<generation>
     endpoint = make_endpoint(name="llama", resource_name="llama-1a2b3c", sagemaker_endpoint_name="llama-sm")
     with Stubber(clients.client("eks")) as eks:
         stub_eks(eks, deployed)
@@ -84,7 +84,7 @@ def test_a_healthy_environment(deployed: EnvironmentConfig, clients: ClientFacto
     assert all(a["ok"] and a["status"] == "ACTIVE" and a["reason"] is None for a in data["addons"])
     # AND the IEC, not read without a kubeconfig, is Unknown with that reason (not a warning: nothing failed)
     assert data["endpoints"] == [{
-        "name": "llama", "namespace": "default", "resource_name": "llama-1a2b3c", "sagemaker_endpoint": "llama-sm",
+        "name": "llama", "namespace": "default", "resource_name": "llama-1a2b3c", "sagemaker_endpoint": "llama-sm-1a2b3c",
         "sagemaker_status": "InService", "sagemaker_failure": None, "iec_state": "Unknown", "iec_message": "",
         "sagemaker_reason": None, "iec_reason": "no kubeconfig"}]
 

@@ -193,13 +193,14 @@ def test_the_endpoint_probe(clients: ClientFactory, fake_kube: Any, make_endpoin
         {"message": "DPD prefill and decode deployments are ready"}]}}, name="llama-1a2b3c")
     with Stubber(sagemaker) as stub:
         stub.add_response("describe_endpoint", {
-            "EndpointName": "llama-sm", "EndpointArn": "arn:aws:sagemaker:us-west-2:123456789012:endpoint/llama-sm",
+            "EndpointName": "llama-sm-1a2b3c",
+            "EndpointArn": "arn:aws:sagemaker:us-west-2:123456789012:endpoint/llama-sm-1a2b3c",
             "EndpointStatus": "Failed", "FailureReason": "Image pull failed.", "CreationTime": 0,
-            "LastModifiedTime": 0}, {"EndpointName": "llama-sm"})
+            "LastModifiedTime": 0}, {"EndpointName": "llama-sm-1a2b3c"})  # the generation's own endpoint
         seen = endpoint_probe(sagemaker, (endpoint,), kubectl)()
     # THEN the wait fails with SageMaker's reason
     assert seen.failed and seen.state == "llama: IEC DeploymentComplete, SageMaker Failed"
-    assert seen.message == "SageMaker endpoint llama-sm: Failed: Image pull failed."
+    assert seen.message == "SageMaker endpoint llama-sm-1a2b3c: Failed: Image pull failed."
     # AND an IEC whose deployment failed is terminal too, with its condition message
     failed = _kubectl(fake_kube, {"status": {"state": "DeploymentFailed", "conditions": [{"message": "OOMKilled"}]}})
     seen = endpoint_probe(sagemaker, (make_endpoint(name="llama"),), failed)()
