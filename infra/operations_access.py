@@ -1,28 +1,30 @@
-"""Least-privilege operations access to the cluster: what ``hpdpd verify``, ``hpdpd smoke`` (its canary) and
-``hpdpd rollout`` call through the Kubernetes API, and nothing more.
+"""Least-privilege operations access to the cluster: what ``hpdpd status``, ``hpdpd verify``, ``hpdpd smoke`` (its
+canary and its service-proxy transport) and ``hpdpd rollout`` call through the Kubernetes API, and nothing more.
 
-Each role of ``eks.operations_principals`` (the pipeline's ``checks_role_arn`` among them) gets an EKS access entry of
-type ``STANDARD`` in the Kubernetes group :data:`OPERATIONS_GROUP`, with no EKS access policy: EKS authenticates the
-role, and Kubernetes RBAC alone authorizes it, through the roles and bindings below (docs/cli.md, "Cluster access of
-the operations commands").
+Each operations role (``eks.operations_principals``, and the toolkit's checks role of the pipeline, infra/checks_role.py)
+gets an EKS access entry of type ``STANDARD`` in the Kubernetes group :data:`OPERATIONS_GROUP`, with no EKS access
+policy: EKS authenticates the role, and Kubernetes RBAC alone authorizes it, through the roles and bindings below
+(docs/cli.md, "Cluster access of the operations commands").
 
-* ``hyperpod-dpd-operations-cluster`` (ClusterRole + ClusterRoleBinding): the two reads Kubernetes only offers at
-  cluster scope.
+* ``hyperpod-dpd-operations-cluster`` (ClusterRole + ClusterRoleBinding): the reads Kubernetes only offers at cluster
+  scope.
 * ``hyperpod-dpd-operations-endpoint`` (ClusterRole, bound by a RoleBinding in each endpoint's namespace only).
 * ``hyperpod-dpd-operations-router`` (ClusterRole, bound by a RoleBinding in ``hyperpod-inference-system`` only): the
   operator runs each IEC's router pods there.
 
-:data:`PERMISSIONS` is the single list: the manifests, the tests and the documentation all follow it. Each entry is
-one call of :mod:`hyperpod_dpd.ops.workloads` / :mod:`hyperpod_dpd.ops.kube` (the ``permission`` a 403 names).
+:data:`PERMISSIONS` is the single list: the manifests, the tests and the documentation all follow it. Each entry grants
+the calls of hpdpd/ops/ that name it in their ``permission`` (what a 403 tells the operator is missing);
+tests/infra/test_operations_access.py fails when a call names something this list does not grant.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
 from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE
@@ -57,6 +59,9 @@ class Permission:
         return {"apiGroups": [self.group], "resources": [self.resource], "verbs": list(self.verbs)}
 
 
+NETWORKING = "networking.k8s.io"  # NetworkPolicy and Ingress (networking.k8s.io/v1)
+RESOURCE_API = "resource.k8s.io"  # ResourceSlice: the EFA DRA driver's devices (EKS user guide, "Manage EFA devices")
+
 PERMISSIONS: tuple[Permission, ...] = (
     Permission("cluster", "", "nodes", ("list",),
                "verify (same-az and efa rows: zone labels, allocatable EFA); rollout promote (room: allocatable GPUs)"),
@@ -64,20 +69,44 @@ PERMISSIONS: tuple[Permission, ...] = (
                "rollout promote (room: the GPUs that pods of every namespace request on each node)"),
     Permission("cluster", IEC_GROUP, IEC_PLURAL, ("list",),
                "rollout (list: the generations of an endpoint, also before its namespace exists)"),
-    Permission("endpoint", "", "pods", ("list",), "verify; smoke canary (the IEC's prefill and decode pods)"),
+    Permission("cluster", RESOURCE_API, "resourceslices", ("list",),
+               "verify (efa rows: EFA devices the EFA DRA driver publishes as ResourceSlices, where the extended "
+               "resource is 0)"),
+    Permission("endpoint", "", "pods", ("list", "get", "create", "delete"),
+               "status, verify, smoke canary (list: the IEC's prefill and decode pods); verify --probe (create, get, "
+               "delete: its short-lived probe pods)"),
     Permission("endpoint", "", "pods/log", ("get",),
-               "verify (transfer backend, KV throughput from the decoder log); smoke canary (decoder log)"),
+               "verify (transfer backend, KV throughput from the worker logs; the probe pods' output); smoke canary "
+               "(decoder log)"),
+    # WebSocket exec (the kubernetes client's stream) is authorized as `get` before Kubernetes 1.35 and as `create`
+    # from 1.35 (feature gate AuthorizePodWebsocketUpgradeCreatePermission, beta and on by default: kubernetes/
+    # kubernetes PR #134577), so both, for every supported EKS version; nothing else may exec.
+    Permission("endpoint", "", "pods/exec", ("get", "create"),
+               "verify --probe (libfabric's provider list inside the running workers, fi_info -p efa)"),
+    Permission("endpoint", RESOURCE_API, "resourceclaims", ("list",),
+               "verify (efa rows: the EFA devices each worker holds through its DRA resource claims)"),
     Permission("endpoint", "", "events", ("list",), "verify (Warning events of pods that are not running)"),
     Permission("endpoint", "", "services", ("get", "patch"),
                "rollout status, promote, abort (get: which generation the client Service points at); rollout promote "
-               "(patch: point it at the new generation)"),
+               "(patch: point it at the new generation, and its lease annotation)"),
+    # No get/patch here: rollout re-points the router policy only (in the operator's namespace); the worker policies
+    # select by role, so both generations already (hpdpd/ops/workloads.py).
+    Permission("endpoint", NETWORKING, "networkpolicies", ("list",),
+               "status (the endpoint's policies against its live pods)"),
     Permission("endpoint", IEC_GROUP, IEC_PLURAL, ("get", "create", "delete"),
-               "verify and rollout promote (get: the IEC's state, --wait-ready); rollout promote (create: the new "
-               "generation; delete: the old ones); rollout abort (delete)"),
-    Permission("router", "", "pods", ("list",), "smoke canary (the IEC's router pods)"),
+               "status, verify and rollout promote (get: the IEC's state, --wait-ready); rollout promote (create: the "
+               "new generation; delete: the old ones); rollout abort (delete)"),
+    Permission("router", "", "pods", ("list",), "status (the router pods against their policy); smoke canary (the "
+                                                "IEC's router pods)"),
     Permission("router", "", "pods/log", ("get",), "smoke canary (the router's decision lines)"),
     Permission("router", "", "services/proxy", ("create",),
-               "rollout promote (smoke of the new generation's router through the API server's service proxy)"),
+               "smoke --service-proxy and rollout promote (the router's Service through the API server's service "
+               "proxy: it has only an in-cluster name)"),
+    Permission("router", NETWORKING, "networkpolicies", ("list", "get", "patch"),
+               "status (list: the router policy against the router pods); rollout promote (get, patch: admit both "
+               "generations' routers, then the new one)"),
+    Permission("router", NETWORKING, "ingresses", ("get", "patch"),
+               "rollout promote (get, patch: point the endpoint's Ingress at the new generation's routing Service)"),
 )
 
 
@@ -122,31 +151,36 @@ def namespace_binding(namespace: str) -> dict[str, Any]:
 
 
 class OperationsAccess(Construct):
-    """Access entries for ``principals`` in :data:`OPERATIONS_GROUP` and the cluster part of the RBAC.
+    """Access entries for ``principals`` and ``roles`` in :data:`OPERATIONS_GROUP` and the cluster part of the RBAC.
 
     Args:
         cluster: the EKS cluster (created, or imported with a kubectl provider for an adopted one).
-        principals: IAM role ARNs (``eks.operations_principals``); at least one.
+        principals: IAM role ARNs (``eks.operations_principals``).
+        roles: roles of the same app, by their ARN as the configuration writes it (which names the entry's construct):
+            the entry takes the role's ARN attribute, so it is created after the role (the toolkit's checks role).
         kubernetes_version: the cluster's version, to validate the manifests with ``kubernetes-validate``.
         after: what the manifest must wait for: the inference add-on (its CRD and ``hyperpod-inference-system``).
 
-    Attributes: ``entries`` (principal -> ``CfnAccessEntry``), ``manifest`` (the RBAC ``KubernetesManifest``).
+    At least one principal or role. Attributes: ``entries`` (principal ARN -> ``CfnAccessEntry``), ``manifest`` (the
+    RBAC ``KubernetesManifest``).
     """
 
-    def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, principals: Sequence[str],
-                 kubernetes_version: str, after: Sequence[IConstruct] = ()) -> None:
-        unique = tuple(dict.fromkeys(principals))
-        if not unique:
+    def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, principals: Sequence[str] = (),
+                 roles: Mapping[str, iam.IRole] | None = None, kubernetes_version: str,
+                 after: Sequence[IConstruct] = ()) -> None:
+        owned = dict(roles or {})
+        unique = tuple(p for p in dict.fromkeys(principals) if p not in owned)
+        if not unique and not owned:
             raise ConfigError.single(None, "OperationsAccess.principals", MISSING,
                                      "is required: the IAM roles that run verify, smoke and rollout")
         manifests = cluster_manifests()
         validate_manifests(manifests, kubernetes_version=kubernetes_version)  # before anything joins the tree
         super().__init__(scope, id)
+        arns: dict[str, str] = {**{p: p for p in unique}, **{p: role.role_arn for p, role in owned.items()}}
         self.entries: dict[str, eks.CfnAccessEntry] = {
             principal: eks.CfnAccessEntry(self, principal_id(principal, "Operations"), cluster_name=cluster.cluster_name,
-                                          principal_arn=principal, type="STANDARD",
-                                          kubernetes_groups=[OPERATIONS_GROUP])
-            for principal in unique}
+                                          principal_arn=value, type="STANDARD", kubernetes_groups=[OPERATIONS_GROUP])
+            for principal, value in arns.items()}
         self.manifest = eks.KubernetesManifest(self, "Rbac", cluster=cluster, manifest=manifests, overwrite=True,
                                                prune=True)
         for dependency in after:

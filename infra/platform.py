@@ -25,6 +25,7 @@ from constructs import Construct
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra.buckets import access_logs_bucket
+from hyperpod_dpd.infra.checks_role import ChecksRole
 from hyperpod_dpd.infra.efa_network import EfaNetwork
 from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster
 from hyperpod_dpd.infra.feature_flags import FEATURE_FLAGS
@@ -81,11 +82,14 @@ class PlatformResources:
     hyperpod: HyperPodCluster
     inference_operator: InferenceOperator
     monitoring: DpdMonitoring | None = None  # the DPD alerts (infra/monitoring.py), with endpoints only
-    operations: OperationsAccess | None = None  # eks.operations_principals' access (infra/operations_access.py)
+    operations: OperationsAccess | None = None  # the operations roles' access (infra/operations_access.py)
+    checks_role: ChecksRole | None = None  # the pipeline's checks role (infra/checks_role.py), with a trust only
 
 
 def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaNetwork) -> PlatformResources:
-    """EKS, the HyperPod dependencies chart, the HyperPod cluster and the inference operator, as children of ``scope``."""
+    """EKS, the HyperPod dependencies chart, the HyperPod cluster and the inference operator, as children of ``scope``;
+    the DPD alerts with endpoints; the checks role when ``config`` has a trust (:meth:`EnvironmentConfig.with_checks_role`);
+    the operations access of every operations role (``config.operations_roles``)."""
     policy = removal_policy(config)
     logs = access_logs_bucket(scope, "AccessLogs", removal_policy=policy)
     eks_cfg, hp_cfg = config.eks, config.hyperpod
@@ -159,21 +163,39 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
     )
     monitoring = build_monitoring(scope, config=config, hyperpod=hyperpod, inference_operator=inference_operator,
                                   removal_policy=policy)
+    checks_role = build_checks_role(scope, config=config, inference_operator=inference_operator)
     operations = OperationsAccess(
         scope, "OperationsAccess", cluster=eks_cluster.cluster, principals=eks_cfg.operations_principals,
+        roles={config.checks_role_arn: checks_role.role} if checks_role else None,
         kubernetes_version=eks_cfg.version, after=[inference_operator.resource],  # its CRD and namespace
-    ) if eks_cfg.operations_principals else None
+    ) if config.operations_roles else None
     return PlatformResources(logs, eks_cluster, dependencies, hyperpod, inference_operator, monitoring,
-                             operations=operations)
+                             operations=operations, checks_role=checks_role)
+
+
+def build_checks_role(scope: Construct, *, config: EnvironmentConfig,
+                      inference_operator: InferenceOperator) -> ChecksRole | None:
+    """The pipeline's checks role (``ChecksRole`` under ``scope``) when ``config`` has a trust, else None: EKS
+    authentication to the environment's cluster, the Prometheus query on the add-on's workspace, and SageMaker invoke
+    on the endpoints that have a SageMaker endpoint name."""
+    trusted = config.checks_role_trust
+    if trusted is None:
+        return None
+    destination = inference_operator.observability_destination
+    return ChecksRole(scope, "ChecksRole", role_name=config.checks_role_name, trusted_role_arn=trusted,
+                      eks_cluster_name=config.eks.cluster_name,
+                      prometheus_workspace_arn=destination.workspace_arn if destination is not None else None,
+                      sagemaker_endpoint_names=[e.sagemaker_endpoint_name for e in config.endpoints
+                                                if e.sagemaker_endpoint_name])
 
 
 def build_endpoints(scope: Construct, *, config: EnvironmentConfig, eks_cluster: HyperPodEksCluster,
                     inference_operator: InferenceOperator) -> tuple[list[EndpointChart], dict[str, eks.KubernetesManifest]]:
     """One ``KubernetesManifest`` per endpoint chart (the IEC and its router resources), applied after the
     inference add-on: the IEC needs the operator's CRD and the router objects need its namespace. ``prune``
-    deletes objects dropped from a chart, e.g. the old IEC after a new generation. With ``eks.operations_principals``,
-    each endpoint namespace also gets the operations RoleBinding (``Operations-<chart id>``), applied after the chart
-    that creates the namespace.
+    deletes objects dropped from a chart, e.g. the old IEC after a new generation. With operations roles
+    (``eks.operations_principals`` or the checks role), each endpoint namespace also gets the operations RoleBinding
+    (``Operations-<chart id>``), applied after the chart that creates the namespace.
     """
     charts = add_environment_charts(cdk8s.App(), config)
     manifests: dict[str, eks.KubernetesManifest] = {}
@@ -183,7 +205,7 @@ def build_endpoints(scope: Construct, *, config: EnvironmentConfig, eks_cluster:
             overwrite=True, prune=True)
         manifest.node.add_dependency(inference_operator.resource)
         manifests[chart.node.id] = manifest
-    if config.eks.operations_principals:  # the endpoint rules of the operations access, in each endpoint's namespace
+    if config.operations_roles:  # the endpoint rules of the operations access, in each endpoint's namespace
         namespaces: set[str] = set()
         for chart in charts:
             namespace = chart.namespace or "default"
@@ -204,18 +226,24 @@ class HyperPodDpdPlatform(Construct):
             ``parse_environment``): the one typed props object. Its account and Region must match the stack's
             environment when the stack has a concrete one.
         endpoints: also apply the configured endpoints' manifests. Default: True.
+        checks_trusted_role_arn: create the checks role ``hpdpd-<env>-checks`` for a pipeline's check steps,
+            trusted by this one role ARN only, with the operations access (docs/library.md). Default: none, unless
+            ``config`` already carries a trust (``config.with_checks_role(...)``).
 
     The aws-cdk-lib feature flags the constructs are tested with (:data:`~hyperpod_dpd.infra.feature_flags.FEATURE_FLAGS`)
     apply to this construct's subtree whatever the app's ``cdk.json`` says; the rest of the app keeps its own.
 
     Attributes: ``network``, ``eks``, ``hyperpod``, ``inference_operator``, ``access_logs``, ``monitoring`` (the DPD
-    alerts, None without endpoints), ``operations`` (the access of ``eks.operations_principals``, None without them;
-    its RoleBinding in each endpoint namespace is ``Operations-<chart id>``), ``charts`` and ``endpoint_manifests``
-    (by chart id). Apply the guardrails to the app with
+    alerts, None without endpoints), ``operations`` (the access of the operations roles, None without any; its
+    RoleBinding in each endpoint namespace is ``Operations-<chart id>``), ``checks_role`` (None without a trust),
+    ``charts`` and ``endpoint_manifests`` (by chart id). Apply the guardrails to the app with
     :func:`hyperpod_dpd.infra.apply_guardrails`.
     """
 
-    def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, endpoints: bool = True) -> None:
+    def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, endpoints: bool = True,
+                 checks_trusted_role_arn: str | None = None) -> None:
+        if checks_trusted_role_arn is not None:
+            config = config.with_checks_role(checks_trusted_role_arn)  # one line naming the problem, before any child
         _check_environment(scope, config)
         super().__init__(scope, id)
         for flag, value in FEATURE_FLAGS.items():  # before the first child: the whole subtree sees them
@@ -231,6 +259,7 @@ class HyperPodDpdPlatform(Construct):
         self.inference_operator = parts.inference_operator
         self.monitoring = parts.monitoring
         self.operations = parts.operations
+        self.checks_role = parts.checks_role
         self.charts: list[EndpointChart] = []
         self.endpoint_manifests: dict[str, eks.KubernetesManifest] = {}
         if endpoints and config.endpoints:

@@ -12,6 +12,7 @@ from typing import Any
 import aws_cdk as cdk
 
 from hyperpod_dpd.config import EnvironmentConfig, load_all
+from hyperpod_dpd.config.loader import display_path
 from hyperpod_dpd.config.pipeline import PipelineConfig, cross_check, pipeline_file, read_pipeline
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.infra.platform import availability_zone_context
@@ -46,9 +47,13 @@ def build_app(
 
     Each environment's availability zones come from its configuration (:func:`availability_zone_context`), so
     no account needs a ``cdk.context.json`` entry; ``context`` (and the CLI's context) take precedence.
+
+    An environment that ``pipeline.yaml`` promotes without an explicit ``checks_role_arn`` gets the toolkit's checks
+    role, trusted by the pipeline's CodeBuild role of its checks, whether or not the pipeline itself is synthesized
+    (``HPDPD_ENVIRONMENTS=dev``): ``cdk deploy "dev/*"`` and the pipeline then deploy the same platform stack.
     """
     selected = list(configs) if configs is not None else load_all(config_dir, list(environments) if environments else None)
-    pipeline = _pipeline_config(config_dir, selected)
+    selected, pipeline = pipeline_environments(config_dir, selected)
     app = cdk.App(outdir=outdir, context={**availability_zone_context(*selected), **(context or {})})
     stages = {c.name: EnvironmentStage(app, c.name, config=c) for c in selected}
     # Last: the pipeline deploys these very stages, and CDK Pipelines synthesizes each stage as it is added.
@@ -58,21 +63,30 @@ def build_app(
     return app, stages
 
 
-def _pipeline_config(config_dir: Path | None, selected: Sequence[EnvironmentConfig]) -> PipelineConfig | None:
-    """The pipeline when ``config_dir`` has ``pipeline.yaml`` and the selection holds all of its environments.
+def pipeline_environments(config_dir: Path | None, selected: Sequence[EnvironmentConfig],
+                          ) -> tuple[list[EnvironmentConfig], PipelineConfig | None]:
+    """The selected environments as the pipeline deploys them (:meth:`PipelineConfig.trusted_environment`), and the
+    pipeline when ``config_dir`` has ``pipeline.yaml`` and the selection holds all of its environments.
 
     A selection that leaves some out (``HPDPD_ENVIRONMENTS=dev``) synthesizes no pipeline rather than a partial
-    one: deploying a pipeline without prod would silently drop prod's stage. The file itself is validated either
-    way; its cross-checks against environment contents run only when the pipeline is built.
+    one: deploying a pipeline without prod would silently drop prod's stage. The file itself, and its cross-checks
+    against the selected environments it lists, are validated either way.
     """
     if not pipeline_file(config_dir).is_file():
-        return None
+        return list(selected), None
     config = read_pipeline(config_dir)
+    cross_check(config, selected, config_dir=config_dir)  # before the trusts: their problems name pipeline.yaml
+    trusted = [config.trusted_environment(c) for c in selected]
     names = {c.name for c in selected}
-    if not all(n in names for n in config.order):
-        return None
-    cross_check(config, selected, config_dir=config_dir)
-    return config
+    return trusted, (config if all(n in names for n in config.order) else None)
+
+
+def pipeline_warnings(config_dir: Path | None, selected: Sequence[EnvironmentConfig]) -> list[str]:
+    """One line per warning of ``pipeline.yaml`` about the selected environments (none without the file)."""
+    if not pipeline_file(config_dir).is_file():
+        return []
+    source = display_path(pipeline_file(config_dir))
+    return [w.render(source) for w in read_pipeline(config_dir).environment_warnings({c.name: c for c in selected})]
 
 
 def print_warnings(configs: Iterable[EnvironmentConfig]) -> None:
@@ -132,6 +146,8 @@ def main(project_root: Path | None = None) -> int:
         app, stages = build_app(project_root=root,
                                 context=None if launched_by_cli else cdk_json_context(root))
         print_warnings(stage.config for stage in stages.values())
+        for line in pipeline_warnings(None, [stage.config for stage in stages.values()]):
+            print(f"warning: {line}", file=sys.stderr)
         assembly = app.synth()
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -153,7 +169,7 @@ def check() -> int:
     pipeline file without synthesizing (``make synth`` runs it before it touches ``cdk.out``)."""
     try:
         selected = load_all()  # $HPDPD_ENVIRONMENTS, else every environment
-        _pipeline_config(None, selected)  # warnings are printed once, by the synthesis that follows
+        pipeline_environments(None, selected)  # warnings are printed once, by the synthesis that follows
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -17,7 +17,12 @@ from hyperpod_dpd.stacks.platform_stack import PlatformStack
 
 
 class EnvironmentStage(cdk.Stage):
-    """One environment. The same class is used by ``cdk deploy`` and by the promotion pipeline."""
+    """One environment. The same class is used by ``cdk deploy`` and by the promotion pipeline.
+
+    ``config`` as the application passes it: an environment the pipeline promotes carries the trust of its checks
+    role (``config.checks_role_trust``), so its platform stack creates that role (``checks_role``) before the endpoints
+    stack, and so before the pipeline's ``Rollout`` step of that stack.
+    """
 
     def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, **kwargs: Any) -> None:
         super().__init__(scope, id, env=environment(config), **kwargs)
@@ -31,6 +36,7 @@ class EnvironmentStage(cdk.Stage):
                                       description=f"hyperpod-dpd {config.name}: EKS, HyperPod dependencies, HyperPod cluster",
                                       **common)
         self.platform.add_stack_dependency(self.network)
+        self.checks_role = self.platform.checks_role  # None unless config.checks_role_trust (infra/checks_role.py)
         # Always present, even with no endpoints: removing an environment's last endpoint then updates this stack,
         # which deletes the endpoint's objects, instead of leaving a stack that no deploy touches any more.
         self.endpoints = EndpointsStack(

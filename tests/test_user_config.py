@@ -1,6 +1,8 @@
 """Invariants of the user's configuration (``config/``, or ``$HPDPD_CONFIG_DIR`` when the run started), whatever it
 holds: every environment loads, synthesizes with zero errors, passes cfn-lint, the guardrails, the CRD schema and
-``kubernetes-validate``, and keeps its recorded stateful resources.
+``kubernetes-validate``, and keeps its recorded stateful resources; every environment with endpoints synthesizes the
+alert guards its configuration asks for (a production one all of them, unless a written reason opts out), and the
+pipeline gates each of them with rollout, smoke and verify --probe, as a checks role that exists.
 
 The same checks run a second time over a copy of that directory with a fourth environment (another account and
 Region) and a changed endpoint, with ``HPDPD_CONFIG_DIR`` pointing at it: proof that a real configuration change
@@ -22,6 +24,8 @@ import yaml
 from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
 from hyperpod_dpd.catalogue.regions import HYPERPOD_REGIONS
 from hyperpod_dpd.config import EnvironmentConfig, list_environments, load_all
+from hyperpod_dpd.config.alerts import GUARDS, LOG, SLO, SUBSCRIBERS
+from hyperpod_dpd.config.pipeline import pipeline_file, read_pipeline
 from hyperpod_dpd.infra.guardrails.stateful import RETAINED_TYPES, stateful_resources
 from hyperpod_dpd.k8s.gitops import render_environment
 from hyperpod_dpd.k8s.validation import validate_manifests
@@ -185,3 +189,76 @@ def test_the_added_environment_is_really_different(checked: Checked) -> None:
     if added.endpoints:
         assert added.endpoints[0].prefill.replicas == source.endpoints[0].prefill.replicas + 1
         assert added.endpoints[0].routing.threshold != source.endpoints[0].routing.threshold
+
+
+# ---- the gates: alerts and the pipeline's checks, for every environment with endpoints ---------------------------------
+
+
+def _of_type(template: dict[str, Any], type_: str) -> list[dict[str, Any]]:
+    return [r for r in template["Resources"].values() if r["Type"] == type_]
+
+
+def test_every_environment_with_endpoints_synthesizes_the_alert_guards_it_keeps(checked: Checked) -> None:
+    for name, env in checked.environments.items():
+        if not env.endpoints:
+            continue
+        missing = env.alerts.missing_guards(env)
+        # GIVEN a production environment: every guard it lacks carries its written reason (the configuration refuses
+        # it otherwise)
+        if env.production:
+            assert {key for key in missing if getattr(env.alerts, key) is None} == set(), name
+        # THEN the platform stack holds exactly the guards the configuration keeps: the SLO rules in the add-on's
+        # workspace, the decoder buffer-overflow alarm on the container logs, and the subscriptions
+        platform = checked.synthesized.template(name, "platform")
+        rules = _of_type(platform, "AWS::APS::RuleGroupsNamespace")
+        alarms = [a for a in _of_type(platform, "AWS::CloudWatch::Alarm")
+                  if a["Properties"].get("MetricName") == "DecoderBufferOverflow"]
+        subscriptions = _of_type(platform, "AWS::SNS::Subscription")
+        assert (bool(rules), bool(alarms), bool(subscriptions)) == (
+            SLO not in missing, LOG not in missing, SUBSCRIBERS not in missing), (name, sorted(missing), GUARDS)
+        assert len(subscriptions) == len(env.alerts.emails) + len(env.alerts.https_endpoints)
+
+
+def _pipeline_stage(checked: Checked, environment: str) -> list[dict[str, Any]]:
+    manifest = json.loads((checked.synthesized.outdir / "manifest.json").read_text())
+    (artifact,) = [a for a in manifest["artifacts"].values()
+                   if a["type"] == "aws:cloudformation:stack" and a["displayName"] == "pipeline"]
+    template = json.loads((checked.synthesized.outdir / artifact["properties"]["templateFile"]).read_text())
+    (pipeline,) = _of_type(template, "AWS::CodePipeline::Pipeline")
+    stage = next(s for s in pipeline["Properties"]["Stages"] if s["Name"] == environment)
+    for action in stage["Actions"]:  # the commands of each CodeBuild step, for the checks below
+        project = template["Resources"].get((action["Configuration"].get("ProjectName") or {}).get("Ref", ""))
+        action["commands"] = json.loads(project["Properties"]["Source"]["BuildSpec"])["phases"]["build"][
+            "commands"] if project else []
+    return stage["Actions"]
+
+
+def test_the_pipeline_gates_every_environment_with_endpoints_as_a_role_that_exists(checked: Checked) -> None:
+    if not pipeline_file(checked.config_dir).is_file():
+        pytest.skip("the configuration has no pipeline.yaml")
+    pipeline = read_pipeline(checked.config_dir)
+    for promotion in pipeline.environments:
+        env = checked.environments[promotion.name]
+        steps = {a["Name"].rsplit(".", 1)[-1]: a for a in _pipeline_stage(checked, promotion.name)}
+        gates = {"Rollout", "Smoke", "KvFabric"}
+        if not env.endpoints:
+            assert gates & set(steps) == set(), promotion.name
+            continue
+        # THEN the endpoints stack is preceded by rollout promote, and the deploy followed by verify --probe (and by
+        # smoke unless smoke: false), one command per endpoint, each as the environment's checks role
+        expected = gates if promotion.runs_smoke(env) else gates - {"Smoke"}
+        assert expected <= set(steps) and ("Smoke" in steps) == promotion.runs_smoke(env), promotion.name
+        for gate in expected:
+            commands = [c for c in steps[gate]["commands"] if c.startswith(".venv/bin/hpdpd ")]
+            assert [c for c in commands if "--profile hpdpd-checks" in c and "hpdpd wait" not in c], (gate, commands)
+            for endpoint in env.endpoints:
+                assert any(f"--endpoint {endpoint.name} " in c for c in commands), (gate, endpoint.name)
+        assert all("--probe" in c for c in steps["KvFabric"]["commands"] if " verify " in c)
+        # AND that role exists: the toolkit's in the environment's platform stack, or one the environment lists as
+        # an operations principal
+        if promotion.checks_role_arn is None:
+            roles = [r["Properties"] for r in _of_type(checked.synthesized.template(env.name, "platform"),
+                                                       "AWS::IAM::Role")]
+            assert [r for r in roles if r.get("RoleName") == env.checks_role_name], env.name
+        else:
+            assert promotion.checks_role_arn in env.eks.operations_principals

@@ -1,9 +1,11 @@
 """``hpdpd smoke --env NAME``: one prompt under the routing threshold and one above it; TTFT and TPOT for each.
 
-Targets: the endpoint's SageMaker endpoint (default), ``--url`` (any HTTP URL, e.g. a port-forward of the
-router), or ``--router`` (the in-cluster router Service, for runs inside the cluster).
+Targets: the endpoint's SageMaker endpoint (the default when it has a name), the router Service through the
+Kubernetes API server's service proxy (``--service-proxy``; the default without a SageMaker name: it works from
+anywhere the API server is reachable, with EKS authentication), ``--url`` (any HTTP URL, e.g. a port-forward of the
+router), or ``--router`` (the in-cluster router Service URL, for runs inside the cluster).
 Exit codes: 0 both prompts streamed text (and the canary found nothing), 1 a prompt failed or the canary found a
-silent failure, 2 the smoke test could not run.
+silent failure, 2 the smoke test could not run (the IEC not ready after ``--wait-ready``, the cluster unreadable).
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ from hyperpod_dpd.cli.output import (
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.ops.endpoints import configured_endpoints, router_url, select_endpoints
 from hyperpod_dpd.ops.kube import KubeError
-from hyperpod_dpd.ops.smoke import SmokeReport, http_sender, run_smoke, sagemaker_sender
+from hyperpod_dpd.ops.smoke import Sender, SmokeReport, http_sender, run_smoke, sagemaker_sender
+
+PROXY_TRANSPORT = "kubernetes-api"  # as rollout promote names the same path (hpdpd/cli/rollout.py)
+WAIT_INTERVAL_SECONDS = 10.0
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -39,6 +44,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--url", default=None, help="stream from this HTTP(S) URL instead of SageMaker runtime")
     target.add_argument("--router", action="store_true", help="stream from the in-cluster router Service URL")
+    target.add_argument("--service-proxy", action="store_true",
+                        help="stream from the router Service through the Kubernetes API server's service proxy "
+                             "(default when the endpoint has no SageMaker endpoint name)")
     target.add_argument("--sagemaker-endpoint", default=None, metavar="NAME", help="SageMaker endpoint name override")
     parser.add_argument("--threshold", type=int, default=None, help="routing threshold override (tokens)")
     parser.add_argument("--model", default=None, help="model name sent in the request (default: the endpoint's)")
@@ -46,7 +54,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per-request timeout (HTTP)")
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (self-signed router)")
     parser.add_argument("--kubeconfig", default=None, metavar="PATH",
-                        help="kubeconfig for the canary's log reads (default: KUBECONFIG, else EKS authentication)")
+                        help="kubeconfig for the service proxy, --wait-ready and the canary's log reads (default: "
+                             "KUBECONFIG, else EKS authentication)")
+    parser.add_argument("--wait-ready", type=float, default=0.0, metavar="SECONDS",
+                        help="first wait up to SECONDS for the endpoint's IEC to reach DeploymentComplete (default 0)")
     parser.add_argument("--no-canary", dest="canary", action="store_false",
                         help="skip the silent-failure canary (routing counter, decoder KV hit, greedy determinism)")
     parser.set_defaults(func=run)
@@ -71,21 +82,30 @@ def run(args: argparse.Namespace) -> int:
         raise HpdpdError(f"environment {env.name} declares no endpoint; pass --threshold and --model with --url or "
                          "--sagemaker-endpoint")
     path = endpoint.invocation_path if endpoint else "v1/chat/completions"
+    if (args.router or args.service_proxy or args.wait_ready > 0) and endpoint is None:
+        raise HpdpdError("--router, --service-proxy and --wait-ready need an endpoint of the environment")
+    # The configured generation's SageMaker endpoint (<sagemaker_endpoint_name>-<generation>, or the fixed name), as
+    # the endpoints chart renders it: two generations cannot share one name (hpdpd/config/endpoint_rollout.py).
+    sagemaker_name = args.sagemaker_endpoint or (endpoint.rendered_sagemaker_endpoint_name if endpoint else None)
+    proxy = not (args.url or args.router) and (args.service_proxy or (endpoint is not None and not sagemaker_name))
+    needs_cluster = endpoint is not None and (proxy or args.wait_ready > 0 or args.canary)
+    kube = cluster_access(args, env) if needs_cluster else None  # it connects on its first call only
     if args.url or args.router:
-        if args.router and endpoint is None:
-            raise HpdpdError("--router needs an endpoint of the environment")
         url = args.url or router_url(endpoint)  # type: ignore[arg-type] # --router without an endpoint raised above
         send = http_sender(url, timeout_seconds=args.timeout, insecure=args.insecure)
         transport, target, chat = "http", url, "chat/" in urlparse(url).path
-    else:
-        name = args.sagemaker_endpoint or (endpoint.sagemaker_endpoint_name if endpoint else None)
-        if not name:
-            raise HpdpdError(f"endpoint {endpoint.name if endpoint else '?'} has no SageMaker endpoint; pass --url "
-                             "(e.g. a port-forward of the router) or --router when running inside the cluster")
+    elif proxy:
+        send, target = proxy_sender(kube, endpoint, timeout_seconds=args.timeout)
+        transport, chat = PROXY_TRANSPORT, "chat/" in path
+    elif sagemaker_name:
         runtime = factory_from_args(args, default_region=env.region).client("sagemaker-runtime")
-        send = sagemaker_sender(runtime, name)
-        transport, target, chat = "sagemaker", name, "chat/" in path
-    canary = canary_source(args, env, endpoint) if args.canary and endpoint is not None else None
+        send = sagemaker_sender(runtime, sagemaker_name)
+        transport, target, chat = "sagemaker", sagemaker_name, "chat/" in path
+    else:
+        raise HpdpdError(f"environment {env.name} declares no endpoint to reach; pass --url or --sagemaker-endpoint")
+    if args.wait_ready > 0:
+        wait_until_ready(kube, endpoint, seconds=args.wait_ready)
+    canary = canary_source(kube, endpoint) if args.canary and endpoint is not None else None
     try:
         report = run_smoke(send=send, endpoint=endpoint.name if endpoint else target, transport=transport,
                            target=target, threshold=threshold, model=model, chat=chat, max_tokens=args.max_tokens,
@@ -100,13 +120,48 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def canary_source(args: argparse.Namespace, env: Any, endpoint: Any) -> Any:
-    """The canary's log reader: the router's and decoder's logs of the endpoint's IEC through the Kubernetes API."""
+def cluster_access(args: argparse.Namespace, env: Any) -> Any:
+    """The Kubernetes API as verify reaches it (``--kubeconfig``, ``KUBECONFIG``, else EKS authentication as the AWS
+    credentials); the service proxy, the wait and the canary share it."""
     from hyperpod_dpd.cli.verify import kube_from_args
+
+    return kube_from_args(args, env, factory_from_args(args, default_region=env.region))
+
+
+def proxy_sender(kube: Any, endpoint: Any, *, timeout_seconds: float) -> tuple[Sender, str]:
+    """A sender to the router Service of the endpoint's IEC through the API server's service proxy (as ``rollout
+    promote`` smokes a new generation, hpdpd/cli/rollout.py ``generation_checks``), and the router's in-cluster URL
+    for the report. The router Service and port are the operator's (hyperpod_dpd.catalogue.operator)."""
+    from hyperpod_dpd.catalogue.operator import ROUTER_PORT, router_service
+    from hyperpod_dpd.catalogue.operator import router_url as in_cluster_url
+    from hyperpod_dpd.ops.endpoints import iec_name
+    from hyperpod_dpd.ops.workloads import service_proxy_sender
+
+    iec, path = iec_name(endpoint), endpoint.invocation_path.lstrip("/")
+    send = service_proxy_sender(kube, service=router_service(iec, endpoint.namespace), port=ROUTER_PORT, path=path,
+                                timeout_seconds=timeout_seconds)
+    return send, in_cluster_url(iec, endpoint.namespace, path)
+
+
+def wait_until_ready(kube: Any, endpoint: Any, *, seconds: float) -> None:
+    """Wait up to ``seconds`` (``--wait-ready``) for the endpoint's IEC; not ready then: the smoke test cannot run."""
+    from hyperpod_dpd.ops.endpoints import iec_name
+    from hyperpod_dpd.ops.kube import wait_for_iec
+
+    iec = iec_name(endpoint)
+    status = wait_for_iec(kube, name=iec, namespace=endpoint.namespace, seconds=seconds,
+                          interval=WAIT_INTERVAL_SECONDS)
+    if not status.ready:
+        detail = status.reason if not status.known else status.state + (f": {status.message}" if status.message else "")
+        raise HpdpdError(f"endpoint {endpoint.name}: IEC {endpoint.namespace}/{iec} is not ready after "
+                         f"{seconds:g} s ({detail})")
+
+
+def canary_source(kube: Any, endpoint: Any) -> Any:
+    """The canary's log reader: the router's and decoder's logs of the endpoint's IEC through the Kubernetes API."""
     from hyperpod_dpd.ops.canary import cluster_logs
     from hyperpod_dpd.ops.endpoints import iec_name
 
-    kube = kube_from_args(args, env, factory_from_args(args, default_region=env.region))
     return cluster_logs(kube, namespace=endpoint.namespace, iec=iec_name(endpoint))
 
 

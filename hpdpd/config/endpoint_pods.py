@@ -1,5 +1,5 @@
 """What an endpoint adds to the pods the operator creates, beyond the worker: tolerations, the LMCache mode and pod
-template annotations. These are ``InferenceEndpointConfig`` fields newer than the vendored v3.2 CRD; the operator
+template annotations. These are ``InferenceEndpointConfig`` fields newer than the vendored CRD (operator 3.3); the operator
 release of each is in :data:`hyperpod_dpd.catalogue.operator.IEC_EXTENSION_FIELDS`.
 
 Tolerations default to the taints of the instance groups the endpoint's prefill and decode roles run on, so a tainted

@@ -43,7 +43,13 @@ from hyperpod_dpd.config.endpoint_checks import (
 from hyperpod_dpd.config.endpoint_checks import (
     managed_flag_issues as managed_flag_issues,  # re-exported: k8s/ imports it from here
 )
-from hyperpod_dpd.config.endpoint_model import ModelConfig
+from hyperpod_dpd.config.endpoint_model import (  # re-exported: the model source classes were defined here
+    FsxSource as FsxSource,
+    HuggingFaceSource as HuggingFaceSource,
+    ModelConfig,
+    S3Source as S3Source,
+    SecretKeyRef as SecretKeyRef,
+)
 from hyperpod_dpd.config.endpoint_pods import (
     TOLERATIONS_RELEASE,
     LmCacheConfig,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -18,7 +19,15 @@ from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.config.hyperpod import HyperPodConfig
 from hyperpod_dpd.config.network import NetworkConfig
 from hyperpod_dpd.config.operator import InferenceOperatorConfig, ModelBucket
-from hyperpod_dpd.errors import Issue
+from hyperpod_dpd.errors import ConfigError, Issue
+
+# The role the toolkit creates in each environment for the pipeline's check steps (infra/checks_role.py): an explicit
+# name, so the pipeline account can name it before it exists. IAM role names: 1-64 of [\w+=,.@-] (IAM CreateRole,
+# RoleName). The role it trusts is the pipeline's CodeBuild role of the environment's checks.
+CHECKS_ROLE_NAME = "hpdpd-{environment}-checks"
+IAM_ROLE_NAME = re.compile(r"[\w+=,.@-]{1,64}")
+TRUSTED_ROLE_ARN = re.compile(r"arn:(?P<partition>aws|aws-cn|aws-us-gov):iam::(?P<account>\d{12}):"
+                              r"role/(?P<name>(?:[\w+=,.@-]+/)*[\w+=,.@-]{1,64})")
 
 
 class CostConfig(Model):
@@ -58,6 +67,7 @@ class EnvironmentConfig(Model):
     _name: str = PrivateAttr(default="")
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _source: str = PrivateAttr(default="")
+    _checks_trust: str | None = PrivateAttr(default=None)
 
     @property
     def name(self) -> str:
@@ -71,7 +81,57 @@ class EnvironmentConfig(Model):
 
     def warnings(self) -> list[Issue]:
         """Valid, but deserves a look before deploying (printed by ``make synth`` and ``app.py``)."""
-        return list(self.eks.warnings("eks"))  # endpoints warn when their charts render (k8s.endpoint)
+        # endpoints warn when their charts render (k8s.endpoint)
+        return [*self.eks.warnings("eks"), *self.alerts.warnings(self, "alerts")]
+
+    # -- the checks role: what the pipeline's check steps run as inside this environment -----------------------------
+
+    @property
+    def checks_role_name(self) -> str:
+        """``hpdpd-<env>-checks``: the role the platform creates for the pipeline's check steps (with a trust)."""
+        return CHECKS_ROLE_NAME.format(environment=self.name)
+
+    @property
+    def checks_role_arn(self) -> str:
+        """That role's ARN, in the environment's account and partition."""
+        return f"arn:{self.partition}:iam::{self.account}:role/{self.checks_role_name}"
+
+    @property
+    def checks_role_trust(self) -> str | None:
+        """The one role ARN the checks role trusts when the platform creates one, else None: no trust (see
+        :meth:`with_checks_role`), or no endpoints (no check step reaches into the cluster then)."""
+        return self._checks_trust if self.endpoints else None
+
+    @property
+    def operations_roles(self) -> tuple[str, ...]:
+        """Every role with the operations access: ``eks.operations_principals`` and the checks role, if any."""
+        toolkit = (self.checks_role_arn,) if self.checks_role_trust else ()
+        return tuple(dict.fromkeys((*self.eks.operations_principals, *toolkit)))
+
+    def checks_role_problem(self, trusted_role_arn: str) -> str | None:
+        """Why this environment cannot have the checks role trusted by ``trusted_role_arn``, or None."""
+        match = TRUSTED_ROLE_ARN.fullmatch(trusted_role_arn)
+        if match is None:
+            return "must be an IAM role ARN such as 'arn:aws:iam::444444444444:role/hpdpd-pipeline-checks-dev'"
+        if match["partition"] != self.partition:
+            return (f"must be in partition '{self.partition}' (the partition of {self.region}): a role cannot be "
+                    "assumed across partitions")
+        if not IAM_ROLE_NAME.fullmatch(self.checks_role_name):
+            return (f"the checks role name {self.checks_role_name!r} is not an IAM role name (1-64 of letters, "
+                    "digits and +=,.@_-): shorten the environment's name")
+        return None
+
+    def with_checks_role(self, trusted_role_arn: str) -> EnvironmentConfig:
+        """A copy of this environment whose platform also creates the checks role (``hpdpd-<env>-checks``, trusted
+        by ``trusted_role_arn`` only, infra/checks_role.py) and grants it the operations access, when it has
+        endpoints. The application passes the pipeline's CodeBuild role of this environment's checks; a consumer app
+        passes its own."""
+        problem = self.checks_role_problem(trusted_role_arn)
+        if problem:
+            raise ConfigError.single(self.source, "checks role trust", trusted_role_arn, problem)
+        copy = self.model_copy()
+        copy._checks_trust = trusted_role_arn
+        return copy
 
     @property
     def source(self) -> str:
@@ -108,6 +168,7 @@ class EnvironmentConfig(Model):
         # Autoscaled groups against all the endpoints that can land on them, once (not per endpoint or per group).
         yield from shared_capacity_issues(self, "hyperpod.instance_groups")
         yield from self.operator.issues(self, "operator")
+        yield from self.alerts.issues(self, "alerts")  # production keeps its alerts (docs/configuration.md, alerts)
         yield from self.cost.issues(self, "cost")
         gate = self.operator.dpd_gate(self.operator.release) if self.endpoints else None
         if gate:

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError
 
 from hyperpod_dpd.config.base import AccountId, Model, Region, join, pattern
+from hyperpod_dpd.config.eks_existing import partition_of
 from hyperpod_dpd.config.environment import EnvironmentConfig
 from hyperpod_dpd.config.loader import (
     config_dir as resolve_config_dir,
@@ -32,8 +33,13 @@ PIPELINE_FILE = "pipeline.yaml"
 DEFAULT_PIPELINE_NAME = "hpdpd-pipeline"
 MAX_ROLE_NAME = 64
 CHECKS_ROLE_SUFFIX = "-checks-"  # <pipeline name>-checks-<env>: the CodeBuild role of an environment's checks
-
-
+# Where the pipeline's check steps run: CodeBuild in the pipeline account, outside every environment's VPC. An EKS API
+# endpoint with public access disabled "can only receive requests from within the cluster VPC" (EKS API reference,
+# VpcConfigRequest.endpointPublicAccess), so they cannot reach a private one.
+PRIVATE_API_WARNING = (
+    "the pipeline's cluster checks (Rollout, Smoke, KvFabric) call the Kubernetes API from CodeBuild in the pipeline "
+    "account, outside the VPC, and a private API endpoint takes requests only from inside it: they will fail and stop "
+    "the promotion of {env}; see docs/pipeline.md, 'Network reach of the cluster checks'")
 
 
 _ARN_PARTITION = r"arn:aws(-cn|-us-gov)?"
@@ -69,12 +75,20 @@ class PromotionConfig(Model):
 
     name: str = Field(description="an environment: the stem of a file in config/")
     approval: bool | None = None  # None: a manual approval exactly when the environment is ``production``
-    smoke: bool = False
-    checks_role_arn: RoleArn | None = None
+    smoke: bool | None = None  # None: smoke-test exactly when the environment declares endpoints
+    checks_role_arn: RoleArn | None = None  # None: the toolkit's own checks role (EnvironmentConfig.checks_role_arn)
     wait_timeout_minutes: int = Field(default=90, ge=5, le=180)
 
     def needs_approval(self, environment: EnvironmentConfig) -> bool:
         return environment.production if self.approval is None else self.approval
+
+    def runs_smoke(self, environment: EnvironmentConfig) -> bool:
+        """Smoke after deploying: on for an environment with endpoints unless ``smoke: false`` opts out."""
+        return bool(environment.endpoints) if self.smoke is None else self.smoke
+
+    def checks_role(self, environment: EnvironmentConfig) -> str:
+        """The role the cluster steps run as: ``checks_role_arn``, else the role the toolkit creates for them."""
+        return self.checks_role_arn or environment.checks_role_arn
 
 
 class PipelineConfig(Model):
@@ -96,8 +110,33 @@ class PipelineConfig(Model):
     def checks_role_name(self, environment: str) -> str:
         return f"{self.name}{CHECKS_ROLE_SUFFIX}{environment}"
 
+    @property
+    def partition(self) -> str:
+        return partition_of(self.region)
+
+    def checks_trust(self, environment: str) -> str:
+        """The ARN of the CodeBuild role of ``environment``'s check steps (:meth:`checks_role_name`, no path): the one
+        principal the toolkit's checks role in that environment trusts."""
+        return f"arn:{self.partition}:iam::{self.account}:role/{self.checks_role_name(environment)}"
+
+    def trusted_environment(self, environment: EnvironmentConfig) -> EnvironmentConfig:
+        """``environment`` as the pipeline deploys it: with the toolkit's checks role when it has endpoints and the
+        order lists it without an explicit ``checks_role_arn`` (that role is then the user's; nothing is created)."""
+        if not environment.endpoints or environment.name not in self.order \
+                or self.promotion(environment.name).checks_role_arn is not None:
+            return environment
+        return environment.with_checks_role(self.checks_trust(environment.name))
+
+    def environment_warnings(self, loaded: Mapping[str, EnvironmentConfig]) -> Iterator[Issue]:
+        """Valid, but the pipeline's cluster checks of an environment cannot reach its API server."""
+        for i, promotion in enumerate(self.environments):
+            env = loaded.get(promotion.name)
+            if env is not None and env.endpoints and env.eks.existing is None and env.eks.endpoint_access == "private":
+                yield Issue(join(join("environments", i), "name"), promotion.name,
+                            PRIVATE_API_WARNING.format(env=promotion.name))
+
     def issues(self, root: Any = None, path: str = "") -> Iterator[Issue]:
-        """Checks that need no environment file: duplicates, role-name length, what smoke needs."""
+        """Checks that need no environment file: duplicates and role-name length."""
         if self.source.connection_account != self.account:
             yield Issue(join(path, "source.connection_arn"), self.source.connection_arn,
                         f"a connection serves only pipelines of its own account; create it in the pipeline account {self.account}")
@@ -114,14 +153,11 @@ class PipelineConfig(Model):
                 yield Issue(join(where, "name"), promotion.name,
                             f"the checks role name {self.checks_role_name(promotion.name)!r} would exceed "
                             f"{MAX_ROLE_NAME} characters; shorten the pipeline name or the environment name")
-            if promotion.smoke and promotion.checks_role_arn is None:
-                yield Issue(join(where, "checks_role_arn"), promotion.given("checks_role_arn"),
-                            "is required when smoke is true: the read-only CDK lookup role cannot call "
-                            "sagemaker:InvokeEndpointWithResponseStream; see docs/pipeline.md, 'Enable smoke tests for an environment'")
 
     def environment_issues(self, available: Sequence[str], loaded: Mapping[str, EnvironmentConfig]) -> Iterator[Issue]:
-        """Checks against the environment files: every name exists, smoke and roles fit the environment, and a checks
-        role that verifies, smokes or rolls out endpoints is one of the environment's ``eks.operations_principals``."""
+        """Checks against the environment files: every name exists, in the pipeline's partition, smoke and roles fit
+        the environment, the toolkit's checks role can be named, and an explicit checks role that verifies, smokes or
+        rolls out endpoints is one of the environment's ``eks.operations_principals``."""
         for i, promotion in enumerate(self.environments):
             where = join("environments", i)
             if promotion.name not in available:
@@ -131,16 +167,18 @@ class PipelineConfig(Model):
             env = loaded.get(promotion.name)
             if env is None:
                 continue
+            if env.partition != self.partition:
+                yield Issue(join(where, "name"), promotion.name,
+                            f"is in partition '{env.partition}' ({env.region}), the pipeline in '{self.partition}' "
+                            f"({self.region}): its roles cannot be assumed across partitions")
+                continue
             if promotion.smoke and not env.endpoints:
                 yield Issue(join(where, "smoke"), True,
                             f"environment {promotion.name} declares no endpoints to smoke-test; declare one or set smoke: false")
-            unreachable = [e.name for e in env.endpoints if not e.sagemaker_endpoint_name]
-            if promotion.smoke and unreachable:
-                yield Issue(join(where, "smoke"), True,
-                            f"endpoint(s) {', '.join(unreachable)} of {promotion.name} have no sagemaker_endpoint_name: "
-                            "the pipeline's checks run outside the cluster (no kubeconfig) and reach endpoints through "
-                            "SageMaker; set it in the environment file or set smoke: false")
             role = promotion.checks_role_arn
+            problem = env.checks_role_problem(self.checks_trust(env.name)) if role is None and env.endpoints else None
+            if problem:
+                yield Issue(join(where, "name"), promotion.name, problem)
             if role is not None and role.split(":")[4] != env.account:
                 yield Issue(join(where, "checks_role_arn"), role,
                             f"must be a role in the environment's account {env.account}")

@@ -7,8 +7,9 @@ token, and the prompt has 10 % more words than the threshold plus a margin. A fr
 so a prefix cache cannot serve it.
 
 Streaming responses are OpenAI-style server-sent events (``data: {...}`` lines, ``[DONE]`` at the end) from
-vLLM, read either from SageMaker runtime (``InvokeEndpointWithResponseStream``) or from an HTTP URL (the
-in-cluster router, or a port-forward of it). TTFT is the time from sending to the first generated text; TPOT is
+vLLM, read from SageMaker runtime (``InvokeEndpointWithResponseStream``), from an HTTP URL (the in-cluster router, or
+a port-forward of it), or from the router through the Kubernetes API server's service proxy
+(:func:`hyperpod_dpd.ops.workloads.service_proxy_sender`). TTFT is the time from sending to the first generated text; TPOT is
 the time between the first and the last token divided by the tokens after the first.
 """
 
@@ -28,6 +29,7 @@ from typing import Any, Literal
 from hyperpod_dpd.aws import describe_client_error, is_client_error, is_credentials_error
 from hyperpod_dpd.ops.canary import CanaryLogs, LogSource, canary_checks
 from hyperpod_dpd.ops.checks import Check
+from hyperpod_dpd.ops.kube import KubeError
 
 Case = Literal["short", "long"]
 SHORT_PROMPT = "In one short sentence, what does a large language model do?"
@@ -234,6 +236,8 @@ def _describe_send_error(exc: BaseException) -> str:
         return f"cannot connect: {exc.reason}"
     if is_client_error(exc):
         return describe_client_error(exc)
+    if isinstance(exc, KubeError):  # the service proxy: the API server's answer, with the permission a 403 needs
+        return exc.reason
     return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 

@@ -1,10 +1,12 @@
 """OperationsAccess: access entries in the operations group with no EKS policy, and RBAC that grants exactly the calls
-of ``hpdpd verify``, ``hpdpd smoke`` (canary) and ``hpdpd rollout``: namespaced in the endpoints' namespaces and the
-operator's, cluster-scoped only for what Kubernetes offers at cluster scope alone."""
+of ``hpdpd status``, ``verify``, ``smoke`` and ``rollout`` (every permission string of hpdpd/ops/, scanned): namespaced
+in the endpoints' namespaces and the operator's, cluster-scoped only for what Kubernetes offers at cluster scope alone."""
 
 from __future__ import annotations
 
+import ast
 import copy
+import importlib
 import json
 import re
 from pathlib import Path
@@ -33,7 +35,7 @@ from hyperpod_dpd.infra.operations_access import (
     namespace_binding,
 )
 from hyperpod_dpd.k8s.validation import validate_manifests
-from hyperpod_dpd.ops import kube, workloads
+from hyperpod_dpd.ops import kube
 from tests.paths import ROOT
 
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
@@ -124,16 +126,22 @@ def test_the_cluster_roles_grant_exactly_the_documented_rules(small) -> None:
                 for scope, name in ROLE_NAMES.items() for r in _rules(objects, "ClusterRole", name)}
     # THEN they hold the documented rules and nothing more
     assert rendered == documented
-    assert len(rendered) == len(PERMISSIONS) == 11
-    # AND nothing is a wildcard, and no verb writes outside the rollout's IECs and client Service
+    assert len(rendered) == len(PERMISSIONS) == 17
+    # AND nothing is a wildcard, and the writes are the rollout's (IECs, the client Service, the re-pointed Ingress and
+    # router NetworkPolicy), verify's probe pods, and the service proxy
     for _, groups, resources, verbs in rendered:
         assert "*" not in (*groups, *resources, *verbs)
-    writers = {(resources, verbs) for _, _, resources, verbs in rendered if set(verbs) - {"get", "list"}}
-    assert writers == {(("services",), ("get", "patch")), (("services/proxy",), ("create",)),
-                       (("inferenceendpointconfigs",), ("get", "create", "delete"))}
-    # AND no role can read secrets, exec into pods, bind or escalate
-    assert not {"secrets", "pods/exec", "pods/portforward", "clusterroles", "rolebindings"} & {
-        r for _, _, resources, _ in rendered for r in resources}
+    writers = {(scope, resources, verbs) for scope, _, resources, verbs in rendered if set(verbs) - {"get", "list"}}
+    assert writers == {
+        ("endpoint", ("services",), ("get", "patch")), ("router", ("services/proxy",), ("create",)),
+        ("endpoint", ("inferenceendpointconfigs",), ("get", "create", "delete")),
+        ("endpoint", ("pods",), ("list", "get", "create", "delete")), ("endpoint", ("pods/exec",), ("get", "create")),
+        ("router", ("networkpolicies",), ("list", "get", "patch")), ("router", ("ingresses",), ("get", "patch"))}
+    # AND exec and pod creation exist only in the endpoints' namespaces (verify's probe): never in the operator's
+    # namespace or cluster-wide; no role reads secrets, port-forwards, attaches, binds or escalates
+    assert {r for scope, _, resources, _ in rendered if scope != "endpoint" for r in resources} & {"pods/exec"} == set()
+    assert not {"secrets", "pods/portforward", "pods/attach", "clusterroles", "roles", "rolebindings",
+                "clusterrolebindings"} & {r for _, _, resources, _ in rendered for r in resources}
 
 
 def test_cluster_scope_is_bound_cluster_wide_and_the_router_rules_only_in_the_operators_namespace(small) -> None:
@@ -143,12 +151,14 @@ def test_cluster_scope_is_bound_cluster_wide_and_the_router_rules_only_in_the_op
     subjects = [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": OPERATIONS_GROUP}]
     assert bindings == {("ClusterRoleBinding", None, ROLE_NAMES["cluster"]): subjects,
                         ("RoleBinding", INFERENCE_NAMESPACE, ROLE_NAMES["router"]): subjects}
-    # AND the cluster-wide rules are reads only: nodes, pods, and the IECs (whose namespace may not exist yet)
+    # AND the cluster-wide rules are reads only: nodes, pods, the IECs (whose namespace may not exist yet) and the
+    # EFA DRA driver's ResourceSlices
     assert _rules(objects, "ClusterRole", ROLE_NAMES["cluster"]) == [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": ["inference.sagemaker.aws.amazon.com"], "resources": ["inferenceendpointconfigs"],
-         "verbs": ["list"]}]
+         "verbs": ["list"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]}]
 
 
 def test_the_endpoint_rules_are_bound_in_the_endpoints_namespace_only(small) -> None:
@@ -176,34 +186,159 @@ def test_the_manifests_pass_kubernetes_validate(version: str) -> None:
         validate_manifests([broken], kubernetes_version=version)
 
 
-# What the commands call: every ``permission=`` a Kubernetes call of hyperpod_dpd.ops.workloads / ops.kube names (it is
-# what a 403 tells the operator is missing).
-_CALL = re.compile(r'"(?P<verb>[a-z]+) on (?P<what>[\w/.]+)(?: in namespace \{(?P<ns>[\w.]+)\}| \((?P<wide>[\w ]+)\))')
-# The namespace variable of each call -> the scopes it reads: pod_log reads the logs of the pods that dpd_pods (the
-# endpoint's namespace) and router_pods (the operator's) list.
-_SCOPES = {"namespace": ("endpoint",), "INFERENCE_NAMESPACE": ("router",), "pod.namespace": ("endpoint", "router")}
+# -- every Kubernetes call of hpdpd/ops/ is granted ---------------------------------------------------------------------
+#
+# A call names what it needs in its ``permission`` (what a 403 tells the operator is missing), in one format:
+# "<verb>[, <verb>...] on <resource>[.<API group>] in namespace <ns>" or "... (cluster scope)" / "... (all namespaces)".
+# The scan reads every string and f-string of every module of hpdpd/ops/ in that format (a constant the f-string
+# names is substituted from the module), so a call added anywhere there is checked without being listed here.
+OPS_DIR = ROOT / "hpdpd" / "ops"
+_PERMISSION = re.compile(r"(?P<verbs>[a-z]+(?:, [a-z]+)*) on (?P<what>[\w/.{}-]+)"
+                         r"(?: in namespace (?P<ns>\S+)| \((?P<wide>cluster scope|all namespaces)\))")
+# Where a namespace placeholder points: a call's own namespace is the endpoint's; pod_log reads the logs of the pods
+# that dpd_pods (the endpoint's namespace) and router_pods (the operator's) list.
+_NAMESPACES: dict[str, tuple[str, ...]] = {"{namespace}": ("endpoint",), "{pod.namespace}": ("endpoint", "router"),
+                                           INFERENCE_NAMESPACE: ("router",)}
+# Placeholders whose values the code chooses at run time, per module: status lists pods and NetworkPolicies (its
+# lister uses NetworkingV1Api for the second) in the endpoint's namespace and in the operator's.
+_MODULE_VALUES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("status", "{what}"): ("pods", "networkpolicies.networking.k8s.io"),
+    ("status", "{namespace}"): ("endpoint", "router"),
+}
+Call = tuple[str, str, str, str]  # (scope, API group, resource, verb)
 
 
-def _called() -> set[tuple[str, str, str, str]]:
-    text = "\n".join(Path(m.__file__).read_text() for m in (workloads, kube))  # type: ignore[arg-type]
-    text = text.replace("{IEC_PLURAL}.{IEC_GROUP}", f"{kube.IEC_PLURAL}.{kube.IEC_GROUP}")
-    text = text.replace('f"{IEC_PERMISSION} in namespace', f'"{kube.IEC_PERMISSION} in namespace')
-    found = set()
-    for match in _CALL.finditer(text):
-        resource, _, group = match["what"].partition(".")
-        for scope in ("cluster",) if match["wide"] else _SCOPES[match["ns"]]:
-            found.add((scope, group, resource, match["verb"]))
-    return found
+def _resolve(expression: ast.expr, names: dict[str, Any]) -> str:
+    """A string constant the expression names in the module (``IEC_PLURAL``, ``kube.IEC_GROUP``), else the
+    placeholder ``{<expression>}``."""
+    value: Any = None
+    if isinstance(expression, ast.Name):
+        value = names.get(expression.id)
+    elif isinstance(expression, ast.Attribute) and isinstance(expression.value, ast.Name):
+        value = getattr(names.get(expression.value.id), expression.attr, None)
+    return value if isinstance(value, str) else "{" + ast.unparse(expression) + "}"
 
 
-def test_the_rules_are_the_calls_of_verify_smoke_and_rollout() -> None:
-    # GIVEN every call the operations commands make, with its verb and scope
-    called = _called()
-    assert ("cluster", "", "pods", "list") in called and ("endpoint", kube.IEC_GROUP, "inferenceendpointconfigs",
-                                                           "create") in called
-    # THEN each call is granted, in its scope, and each granted verb is a call: no more, no less
-    granted = {(p.scope, p.group, p.resource, verb) for p in PERMISSIONS for verb in p.verbs}
-    assert granted == called
+def _strings(source: str, names: dict[str, Any]) -> list[tuple[int, str]]:
+    rendered = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            rendered.append((node.lineno, node.value))
+        elif isinstance(node, ast.JoinedStr):
+            parts = [p.value if isinstance(p, ast.Constant) else _resolve(p.value, names)  # type: ignore[attr-defined]
+                     for p in node.values]
+            rendered.append((node.lineno, "".join(str(p) for p in parts)))
+    return rendered
+
+
+def permissions_in(source: str, names: dict[str, Any], module: str) -> tuple[dict[Call, list[str]], list[str]]:
+    """Every call a module's ``permission`` strings name, with where (``module:line``), and the placeholders the
+    scan cannot place (each a test failure: say in _MODULE_VALUES what they stand for)."""
+    calls: dict[Call, list[str]] = {}
+    unplaced = []
+    for line, text in _strings(source, names):
+        match = _PERMISSION.fullmatch(text)
+        if match is None:
+            continue
+        where = f"{module}:{line}"
+        whats = _MODULE_VALUES.get((module, match["what"]), (match["what"],))
+        if match["wide"]:
+            scopes: tuple[str, ...] = ("cluster",)
+        else:
+            scopes = _MODULE_VALUES.get((module, match["ns"])) or _NAMESPACES.get(match["ns"], ())
+        if not scopes or any("{" in w for w in whats):
+            unplaced.append(f"{where}: {text!r}")
+            continue
+        for what in whats:
+            resource, _, group = what.partition(".")
+            for scope in scopes:
+                for verb in match["verbs"].split(", "):
+                    calls.setdefault((scope, group, resource, verb), []).append(where)
+    return calls, unplaced
+
+
+def module_names(source: str) -> dict[str, Any]:
+    """The names a module's f-strings may use: its own module-level string constants, read from the source, and what
+    it imports (a constant, or a module for ``kube.IEC_GROUP``), each imported on its own so that one module that does
+    not import leaves only its names unresolved (and reported)."""
+    names: dict[str, Any] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            names.update({t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)})
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                try:
+                    source_module = importlib.import_module(node.module)
+                    value = getattr(source_module, alias.name, None)
+                    names[alias.asname or alias.name] = (
+                        value if value is not None else importlib.import_module(f"{node.module}.{alias.name}"))
+                except ImportError:
+                    continue
+    return names
+
+
+@pytest.fixture(scope="module")
+def called() -> tuple[dict[Call, list[str]], list[str]]:
+    """GIVEN every module of hpdpd/ops/, scanned for the calls its permission strings name."""
+    calls: dict[Call, list[str]] = {}
+    unplaced: list[str] = []
+    for path in sorted(OPS_DIR.glob("*.py")):
+        source = path.read_text()
+        found, lost = permissions_in(source, module_names(source), path.stem)
+        for call, where in found.items():
+            calls.setdefault(call, []).extend(where)
+        unplaced += lost
+    return calls, unplaced
+
+
+GRANTED: set[Call] = {(p.scope, p.group, p.resource, verb) for p in PERMISSIONS for verb in p.verbs}
+# Grants whose calls other changes are adding; each must leave this set once its call exists (the second test fails
+# while one is both awaited and called), and nothing else may be granted without a call.
+AWAITED: set[Call] = set()
+# Grants a call needs under another verb than it names: a WebSocket exec (the kubernetes client's stream) is a GET,
+# authorized as `get` on pods/exec before Kubernetes 1.35 and as `create` from 1.35 (kubernetes/kubernetes PR #134577).
+IMPLIED: dict[Call, Call] = {("endpoint", "", "pods/exec", "get"): ("endpoint", "", "pods/exec", "create")}
+
+
+def test_every_kubernetes_call_of_the_operations_commands_is_granted(called) -> None:
+    calls, unplaced = called
+    # THEN the scan placed every permission string, and found the calls it must (it reads what it claims to read)
+    assert unplaced == []
+    assert {("cluster", "", "pods", "list"), ("router", "", "services/proxy", "create"),
+            ("endpoint", kube.IEC_GROUP, "inferenceendpointconfigs", "get"),
+            ("endpoint", "networking.k8s.io", "networkpolicies", "list")} <= set(calls)
+    # AND each call is granted in its scope: a call outside PERMISSIONS is a 403 in a real cluster
+    missing = {f"{verb} on {resource}{'.' + group if group else ''} ({scope}) at {', '.join(where)}"
+               for (scope, group, resource, verb), where in calls.items() if (scope, group, resource, verb) not in GRANTED}
+    assert missing == set()
+
+
+def test_every_grant_is_a_call_or_awaited(called) -> None:
+    calls, _ = called
+    # THEN nothing is granted that no command calls, except the calls being added (AWAITED) and what a call needs
+    # under another verb (IMPLIED, only while that call exists); an awaited call that exists now leaves AWAITED
+    implied = {grant for grant, call in IMPLIED.items() if call in calls}
+    assert GRANTED - set(calls) - implied <= AWAITED, sorted(GRANTED - set(calls) - implied - AWAITED)
+    assert AWAITED & set(calls) == set(), "these calls exist now: remove them from AWAITED"
+    assert AWAITED | set(IMPLIED) <= GRANTED
+
+
+def test_the_scan_catches_a_call_that_is_not_granted() -> None:
+    # GIVEN a module that deletes nodes and lists secrets in the operator's namespace, and one with a placeholder the
+    # scan cannot place
+    source = ('NODES = "nodes"\n'
+              'def f(kube, where):\n'
+              '    kube.call("x", None, permission=f"delete on {NODES} (cluster scope)")\n'
+              '    kube.call("y", None, permission=f"get, list on secrets in namespace {INFERENCE_NAMESPACE}")\n'
+              '    kube.call("z", None, permission=f"get on pods in namespace {where}")\n')
+    names = {"NODES": "nodes", "INFERENCE_NAMESPACE": INFERENCE_NAMESPACE}
+    # WHEN it is scanned
+    calls, unplaced = permissions_in(source, names, "example")
+    # THEN every call is found where it is, none of them is granted, and the unknown namespace is reported
+    assert calls == {("cluster", "", "nodes", "delete"): ["example:3"], ("router", "", "secrets", "get"): ["example:4"],
+                     ("router", "", "secrets", "list"): ["example:4"]}
+    assert not set(calls) & GRANTED
+    assert unplaced == ["example:5: 'get on pods in namespace {where}'"]
 
 
 def _documented_permissions() -> set[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]]:

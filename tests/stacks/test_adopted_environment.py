@@ -112,6 +112,9 @@ def test_a_production_adopted_environment_is_valid_without_endpoint_settings(tmp
     # GIVEN the adopted environment made production (retained data, termination protection) and nothing else
     data = copy.deepcopy(config)
     data.update(production=True, removal_policy="retain", termination_protection=True)
+    # (with the guards production requires of an environment with endpoints: container logs and a subscriber)
+    data["operator"]["observability"]["logging"] = True
+    data["alerts"] = {"emails": ["oncall@example.com"]}
     (tmp_path / f"{ENV}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     # WHEN it is loaded THEN the production endpoint rule does not ask for CIDRs of an endpoint it does not manage
     env = load_environment(ENV, tmp_path)

@@ -22,7 +22,7 @@ from cfnlint.api import ManualArgs, lint
 
 from hyperpod_dpd.config import load_environment, parse_environment
 from hyperpod_dpd.config.pipeline import PipelineConfig, load_pipeline
-from hyperpod_dpd.stacks.application import build_app, cdk_json_context
+from hyperpod_dpd.stacks.application import build_app, cdk_json_context, pipeline_warnings
 from hyperpod_dpd.stacks.pipeline_stack import EnvironmentChecks, deploy_role_arn, pinned_cli_version
 from tests.paths import FIXTURE_CONFIG_DIR, ROOT
 
@@ -166,12 +166,78 @@ def test_checks_are_wired_to_their_environment(pipeline: Pipeline, env: str) -> 
     assumed = [s["Resource"] for r in pipeline.resources.values() if r["Type"] == "AWS::IAM::Policy"
                and {"Ref": role_id} in r["Properties"]["Roles"]
                for s in r["Properties"]["PolicyDocument"]["Statement"] if s["Action"] == "sts:AssumeRole"]
-    assert assumed == [_lookup_role(env)]
+    # AND with endpoints, also that environment's checks role (the toolkit's hpdpd-<env>-checks): nothing else
+    checks = [f"arn:aws:iam::{config.account}:role/hpdpd-{env}-checks"] if config.endpoints else []
+    assert assumed == ([[_lookup_role(env), *checks]] if checks else [_lookup_role(env)])
 
 
-def test_the_committed_config_runs_no_smoke_step(pipeline: Pipeline) -> None:
-    # smoke is off in config/pipeline.yaml (dev's endpoint has no SageMaker endpoint name to reach it by)
-    assert all(a["Name"] != "Smoke" for env in pipeline.config.order for a in pipeline.stage(env))
+def _checks_profiles(env: str) -> list[str]:
+    return [f'aws configure set profile.hpdpd-{kind}.{key}' + value
+            for kind, variable in (("read", "HPDPD_READ_ROLE_ARN"), ("checks", "HPDPD_CHECKS_ROLE_ARN"))
+            for key, value in (("role_arn", f' "${variable}"'), ("credential_source", " EcsContainer"),
+                               ("role_session_name", " hpdpd-pipeline-checks"))]
+
+
+def test_the_fixture_pipeline_gates_every_environment_with_endpoints(pipeline: Pipeline) -> None:
+    # GIVEN the fixture pipeline.yaml, which names no checks role and no smoke switch, and dev, the one environment
+    # with an endpoint (no SageMaker endpoint name; the observability add-on)
+    assert all(p.checks_role_arn is None and p.smoke is None for p in pipeline.config.environments)
+    dev = load_environment("dev")
+    (endpoint,) = dev.endpoints
+    assert endpoint.sagemaker_endpoint_name is None and dev.operator.observability.enabled
+    wait = pipeline.config.promotion("dev").wait_timeout_minutes * 60
+    target = "--output json --profile hpdpd-checks --region us-west-2"
+    order = {a["Name"]: a["RunOrder"] for a in pipeline.stage("dev")}
+    # THEN dev's stage rolls out before its endpoints stack, after its platform stack (which creates the checks role)
+    assert order["hpdpd-dev-platform.Deploy"] < order["hpdpd-dev-endpoints.Rollout"] < order[
+        "hpdpd-dev-endpoints.Prepare"]
+    assert pipeline.commands(pipeline.action("dev", "hpdpd-dev-endpoints.Rollout")) == [
+        *_checks_profiles("dev"),
+        f"{HPDPD} rollout --env dev promote --endpoint {endpoint.name} --timeout {wait} {target}"]
+    # AND after Verify it smokes the endpoint through the API server's service proxy, then verifies with the probe,
+    # measuring from the workspace whose query URL the platform stack outputs
+    assert order["Verify"] < order["Smoke"] < order["KvFabric"]
+    assert pipeline.commands(pipeline.action("dev", "Smoke")) == [
+        *_checks_profiles("dev"),
+        f"{HPDPD} smoke --env dev --endpoint {endpoint.name} --service-proxy --wait-ready {wait} {target}"]
+    fabric = pipeline.commands(pipeline.action("dev", "KvFabric"))
+    assert fabric[:6] == _checks_profiles("dev")
+    assert fabric[6] == (
+        'HPDPD_PROMETHEUS_URL="$(aws cloudformation describe-stacks --stack-name hpdpd-dev-platform --query '
+        '"Stacks[0].Outputs[?OutputKey==\'PrometheusQueryUrl\'].OutputValue" --output text --profile hpdpd-read '
+        '--region us-west-2)"')
+    assert fabric[7].startswith('test "${HPDPD_PROMETHEUS_URL:-None}" != None || {')
+    assert fabric[8:] == [f'{HPDPD} verify --env dev --endpoint {endpoint.name} --wait-ready {wait} --probe '
+                          f'--prometheus "$HPDPD_PROMETHEUS_URL" {target}']
+    for step in ("hpdpd-dev-endpoints.Rollout", "Smoke", "KvFabric"):
+        assert pipeline.variables(pipeline.action("dev", step)) == {
+            "HPDPD_READ_ROLE_ARN": _lookup_role("dev"),
+            "HPDPD_CHECKS_ROLE_ARN": "arn:aws:iam::111111111111:role/hpdpd-dev-checks"}
+    # AND the environments without endpoints have no cluster step
+    for env in ("staging", "prod"):
+        names = {a["Name"] for a in pipeline.stage(env)}
+        assert not {n for n in names if n.endswith(("Rollout", "Smoke", "KvFabric"))}
+
+
+def test_the_first_run_finds_the_checks_role_it_runs_as(pipeline: Pipeline, synthesized) -> None:
+    # GIVEN dev's platform template, which the stage deploys before the Rollout step
+    platform = synthesized.template("dev", "platform")
+    ((role_id, role),) = [(k, v) for k, v in platform["Resources"].items() if v["Type"] == "AWS::IAM::Role"
+                          and v["Properties"].get("RoleName") == "hpdpd-dev-checks"]
+    # THEN it creates the role the cluster steps assume, trusting exactly dev's checks CodeBuild role of the pipeline
+    (statement,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    trusted = statement["Condition"]["ArnEquals"]["aws:PrincipalArn"]["Fn::Join"][1]
+    assert trusted[-1] == f":iam::{pipeline.config.account}:role/hpdpd-pipeline-checks-dev"
+    assert pipeline.config.checks_role_name("dev") == "hpdpd-pipeline-checks-dev"
+    # AND its operations access entry, and the outputs the steps read
+    entries = [v["Properties"] for v in platform["Resources"].values() if v["Type"] == "AWS::EKS::AccessEntry"
+               and v["Properties"].get("PrincipalArn") == {"Fn::GetAtt": [role_id, "Arn"]}]
+    assert [e["KubernetesGroups"] for e in entries] == [["hyperpod-dpd-operations"]]
+    assert {"PrometheusQueryUrl", "ChecksRoleArn"} <= set(platform["Outputs"])
+    # AND the staging and prod platforms (no endpoints) create no checks role
+    for env in ("staging", "prod"):
+        assert not [v for v in synthesized.template(env, "platform")["Resources"].values()
+                    if v.get("Properties", {}).get("RoleName") == f"hpdpd-{env}-checks"]
 
 
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])
@@ -306,13 +372,18 @@ def test_cdk_validation_finds_nothing_in_the_pipeline(pipeline: Pipeline) -> Non
     assert findings == []
 
 
-def test_smoke_steps_use_the_checks_role_and_wait_for_each_endpoint(base_configs: dict[str, dict[str, Any]]) -> None:
-    # GIVEN dev with an endpoint reachable through SageMaker, and smoke on with a checks role in dev's account
+def test_smoke_goes_through_sagemaker_where_an_endpoint_has_a_name(base_configs: dict[str, dict[str, Any]]) -> None:
+    # GIVEN dev with two endpoints, one reachable through SageMaker and one not, and an explicit checks role
     data = copy.deepcopy(base_configs["dev"])
+    second = copy.deepcopy(data["endpoints"][0])
+    second.update(name="second", namespace="second")
     data["endpoints"][0]["sagemaker_endpoint_name"] = "llama-3-3-70b"
+    data["endpoints"].append(second)
+    data["hyperpod"]["instance_groups"] = [
+        {**g, "count": 2} if g["name"] in ("prefill", "decode") else g for g in data["hyperpod"]["instance_groups"]]
     env = parse_environment(data, name="dev", source="dev.yaml", base_dir=ROOT)
     pipeline_data = yaml.safe_load((FIXTURE_CONFIG_DIR / "pipeline.yaml").read_text())
-    pipeline_data["environments"][0].update(smoke=True, checks_role_arn="arn:aws:iam::111111111111:role/smoke")
+    pipeline_data["environments"][0].update(checks_role_arn="arn:aws:iam::111111111111:role/smoke")
     config = PipelineConfig.model_validate(pipeline_data)
     stack = cdk.Stack(cdk.App(), "Checks", env=cdk.Environment(account="444444444444", region="us-west-2"))
     source = pipelines.CodePipelineSource.connection("acme/hyperpod-dpd", "main",
@@ -321,21 +392,29 @@ def test_smoke_steps_use_the_checks_role_and_wait_for_each_endpoint(base_configs
     checks = EnvironmentChecks(stack, "Checks", pipeline=config, promotion=config.promotion("dev"), env=env,
                                source=source, qualifier="hnb659fds")
     smoke = checks.smoke()
-    # THEN the smoke step waits for the endpoint with the read-only role, then invokes it with the checks role
+    # THEN the SageMaker endpoint is waited for with the read-only role, then both are smoked as the checks role:
+    # the first through SageMaker, the second through the API server's service proxy, each after its IEC is ready
     assert smoke is not None
-    assert list(smoke.commands)[-2:] == [
+    assert list(smoke.commands)[-3:] == [
         f"{HPDPD} wait --env dev --for endpoint --endpoint llama-3-3-70b --timeout 5400 --output json "
         "--profile hpdpd-read --region us-west-2",
-        f"{HPDPD} smoke --env dev --endpoint llama-3-3-70b --output json --profile hpdpd-smoke --region us-west-2",
+        f"{HPDPD} smoke --env dev --endpoint llama-3-3-70b --wait-ready 5400 --output json --profile hpdpd-checks "
+        "--region us-west-2",
+        f"{HPDPD} smoke --env dev --endpoint second --service-proxy --wait-ready 5400 --output json "
+        "--profile hpdpd-checks --region us-west-2",
     ]
-    assert 'aws configure set profile.hpdpd-smoke.role_arn "$HPDPD_SMOKE_ROLE_ARN"' in smoke.commands
+    assert 'aws configure set profile.hpdpd-checks.role_arn "$HPDPD_CHECKS_ROLE_ARN"' in smoke.commands
     assert dict(smoke.env) == {"HPDPD_READ_ROLE_ARN": _lookup_role("dev"),
-                               "HPDPD_SMOKE_ROLE_ARN": "arn:aws:iam::111111111111:role/smoke"}
+                               "HPDPD_CHECKS_ROLE_ARN": "arn:aws:iam::111111111111:role/smoke"}
     # AND the role of dev's checks may assume exactly these two roles of dev's account
     assertions.Template.from_stack(stack).has_resource_properties("AWS::IAM::Policy", {
         "PolicyDocument": {"Statement": [{"Action": "sts:AssumeRole", "Effect": "Allow",
                                           "Resource": [_lookup_role("dev"), "arn:aws:iam::111111111111:role/smoke"]}]}})
-    # AND without smoke there is no smoke step
+    # AND smoke: false opts out, and an environment without endpoints has nothing to smoke
+    pipeline_data["environments"][0]["smoke"] = False
+    off = PipelineConfig.model_validate(pipeline_data)
+    assert EnvironmentChecks(stack, "Off", pipeline=off, promotion=off.promotion("dev"), env=env, source=source,
+                             qualifier="hnb659fds").smoke() is None
     plain = EnvironmentChecks(stack, "Plain", pipeline=config, promotion=config.promotion("staging"),
                               env=load_environment("staging"), source=source, qualifier="hnb659fds")
     assert plain.smoke() is None
@@ -347,6 +426,10 @@ def test_a_selection_without_all_pipeline_environments_builds_no_pipeline() -> N
     # THEN dev is built and the pipeline is not: a pipeline without staging and prod would drop their stages
     assert list(stages) == ["dev"]
     assert app.node.try_find_child("pipeline") is None
+    # AND dev still has the checks role the pipeline runs as: `cdk deploy "dev/*"` and the pipeline deploy one platform
+    assert stages["dev"].config.checks_role_trust == "arn:aws:iam::444444444444:role/hpdpd-pipeline-checks-dev"
+    assert stages["dev"].checks_role is not None
+    assert stages["dev"].checks_role.role.node.default_child.role_name == "hpdpd-dev-checks"  # type: ignore[union-attr]
 
 
 def test_bad_pipeline_config_stops_the_app_with_one_line(tmp_path: Path) -> None:
@@ -369,36 +452,33 @@ def test_bad_pipeline_config_stops_the_app_with_one_line(tmp_path: Path) -> None
     assert not outdir.exists() or not any(outdir.iterdir())
 
 
-def test_verify_and_rollout_steps_per_endpoint(base_configs: dict[str, dict[str, Any]]) -> None:
-    # GIVEN dev with an endpoint, once without and once with a checks role
+def test_verify_and_rollout_steps_need_no_hand_made_role(base_configs: dict[str, dict[str, Any]]) -> None:
+    # GIVEN dev with an endpoint and the observability add-on, promoted without a checks_role_arn
     env = parse_environment(copy.deepcopy(base_configs["dev"]), name="dev", source="dev.yaml", base_dir=ROOT)
-    pipeline_data = yaml.safe_load((FIXTURE_CONFIG_DIR / "pipeline.yaml").read_text())
-    plain_config = PipelineConfig.model_validate(pipeline_data)
-    pipeline_data["environments"][0].update(checks_role_arn="arn:aws:iam::111111111111:role/checks")
-    config = PipelineConfig.model_validate(pipeline_data)
+    config = PipelineConfig.model_validate(yaml.safe_load((FIXTURE_CONFIG_DIR / "pipeline.yaml").read_text()))
     stack = cdk.Stack(cdk.App(), "Checks", env=cdk.Environment(account="444444444444", region="us-west-2"))
     source = pipelines.CodePipelineSource.connection("acme/hyperpod-dpd", "main",
                                                      connection_arn=config.source.connection_arn)
-    plain = EnvironmentChecks(stack, "Plain", pipeline=plain_config, promotion=plain_config.promotion("dev"), env=env,
-                              source=source, qualifier="hnb659fds")
-    # WHEN the checks are built without a checks role
-    # THEN neither the KV-fabric verify nor the rollout runs: the read-only lookup role has no access inside the
-    # cluster (no access entry), so the pipeline skips the cluster checks rather than failing on a 403
-    assert plain.kv_fabric() is None and plain.rollout() is None
-    # AND with a checks role, verify waits for the IEC and runs per endpoint through it, and rollout promote too
     checks = EnvironmentChecks(stack, "Checks", pipeline=config, promotion=config.promotion("dev"), env=env,
                                source=source, qualifier="hnb659fds")
+    # WHEN the cluster steps are built
     fabric, rollout = checks.kv_fabric(), checks.rollout()
+    # THEN both exist and run as the toolkit's checks role of dev
     assert fabric is not None and rollout is not None
     assert list(fabric.commands)[-1] == (
-        f"{HPDPD} verify --env dev --endpoint llama-3-3-70b --wait-ready 5400 --output json --profile hpdpd-smoke "
-        "--region us-west-2")
+        f'{HPDPD} verify --env dev --endpoint llama-3-3-70b --wait-ready 5400 --probe --prometheus '
+        f'"$HPDPD_PROMETHEUS_URL" --output json --profile hpdpd-checks --region us-west-2')
     assert list(rollout.commands)[-1] == (
         f"{HPDPD} rollout --env dev promote --endpoint llama-3-3-70b --timeout 5400 --output json "
-        "--profile hpdpd-smoke --region us-west-2")
+        "--profile hpdpd-checks --region us-west-2")
     for step in (fabric, rollout):
-        assert dict(step.env)["HPDPD_SMOKE_ROLE_ARN"] == "arn:aws:iam::111111111111:role/checks"
-        assert 'aws configure set profile.hpdpd-smoke.role_arn "$HPDPD_SMOKE_ROLE_ARN"' in step.commands
+        assert dict(step.env)["HPDPD_CHECKS_ROLE_ARN"] == "arn:aws:iam::111111111111:role/hpdpd-dev-checks"
+    # AND without the add-on, verify measures from the logs: no workspace URL to look up
+    bare = env.model_copy(update={"operator": env.operator.model_copy(update={
+        "observability": env.operator.observability.model_copy(update={"enabled": False})})})
+    plain = EnvironmentChecks(stack, "Bare", pipeline=config, promotion=config.promotion("dev"), env=bare,
+                              source=source, qualifier="hnb659fds").kv_fabric()
+    assert plain is not None and not [c for c in plain.commands if "PROMETHEUS" in c]
     # AND an environment without endpoints gets neither
     staging = load_environment("staging").model_copy(update={"endpoints": ()})
     none = EnvironmentChecks(stack, "None", pipeline=config, promotion=config.promotion("staging"), env=staging,
@@ -406,20 +486,13 @@ def test_verify_and_rollout_steps_per_endpoint(base_configs: dict[str, dict[str,
     assert none.kv_fabric() is None and none.rollout() is None
 
 
-def test_the_committed_config_runs_no_cluster_check_step(pipeline: Pipeline) -> None:
-    # GIVEN config/pipeline.yaml, whose environments name no checks role
-    assert all(p.checks_role_arn is None for p in pipeline.config.environments)
-    # THEN no stage reads or writes the cluster: neither the KV-fabric verify nor the rollout is in the pipeline
-    names = {a["Name"] for env in pipeline.config.order for a in pipeline.stage(env)}
-    assert not [n for n in names if "KvFabric" in n or "Rollout" in n]
-    assert {"Preflight", "Verify"} <= names
-
-
-def test_the_pipeline_docs_say_how_to_enable_the_cluster_checks() -> None:
+def test_the_pipeline_docs_describe_the_checks_role() -> None:
     text = (ROOT / "docs" / "pipeline.md").read_text()
-    section = text.split("## Enable the cluster checks", 1)[1].split("\n## ", 1)[0]
-    for needed in ("checks_role_arn", "eks.operations_principals", "eks:DescribeCluster", "KvFabric", "Rollout"):
+    section = text.split("## The checks role", 1)[1].split("\n## ", 1)[0]
+    for needed in ("hpdpd-<env>-checks", "aws:PrincipalArn", "eks:DescribeCluster", "aps:QueryMetrics",
+                   "sagemaker:InvokeEndpointWithResponseStream", "checks_role_arn", "eks.operations_principals"):
         assert needed in section, needed
+    assert "## Network reach of the cluster checks" in text
 
 
 def test_the_rollout_runs_between_the_platform_and_the_endpoints_deploys(tmp_path: Path, base_configs: dict[str, Any],
@@ -444,3 +517,25 @@ def test_the_rollout_runs_between_the_platform_and_the_endpoints_deploys(tmp_pat
     # THEN the rollout runs after the platform stack deployed (the access it uses) and before the endpoints stack
     # deploys (whose pruning apply would replace the serving generation at once)
     assert order["hpdpd-dev-platform.Deploy"] < order["hpdpd-dev-endpoints.Rollout"] < order["hpdpd-dev-endpoints.Prepare"]
+
+
+def test_synthesis_warns_when_the_cluster_checks_cannot_reach_a_private_cluster(tmp_path: Path,
+                                                                                 base_configs: dict[str, Any]) -> None:
+    # GIVEN the fixture configuration with dev's API endpoint private (dev has an endpoint, so cluster checks run)
+    config_dir = tmp_path / "config"
+    shutil.copytree(FIXTURE_CONFIG_DIR, config_dir)
+    dev = copy.deepcopy(base_configs["dev"])
+    dev["eks"]["endpoint_access"] = "private"
+    dev["eks"].pop("public_access_cidrs")
+    (config_dir / "dev.yaml").write_text(yaml.safe_dump(dev))
+    configs = [load_environment(n, config_dir) for n in ("dev", "staging", "prod")]
+    # WHEN the application collects the pipeline's warnings (app.py prints each as a `warning:` line)
+    lines = pipeline_warnings(config_dir, configs)
+    # THEN exactly one names dev's entry in pipeline.yaml and why its Rollout, Smoke and KvFabric will fail
+    assert lines == [
+        f"{config_dir / 'pipeline.yaml'}: environments[0].name: 'dev': the pipeline's cluster checks (Rollout, Smoke, "
+        "KvFabric) call the Kubernetes API from CodeBuild in the pipeline account, outside the VPC, and a private API "
+        "endpoint takes requests only from inside it: they will fail and stop the promotion of dev; see "
+        "docs/pipeline.md, 'Network reach of the cluster checks'"]
+    # AND the fixture configuration as it is (public endpoints) gets none
+    assert pipeline_warnings(None, [load_environment(n) for n in ("dev", "staging", "prod")]) == []

@@ -131,20 +131,11 @@ BAD_INPUT: dict[str, tuple[Mutation, str]] = {
         lambda d: _promotion("prod")(d).__setitem__("aproval", True),
         "environments[2].aproval: 'aproval': unknown key; allowed keys here: name, approval, smoke, checks_role_arn, "
         "wait_timeout_minutes"),
-    "smoke without a checks role": (
-        lambda d: _promotion("dev")(d).__setitem__("smoke", True),
-        "environments[0].checks_role_arn: missing: is required when smoke is true: the read-only CDK lookup role cannot "
-        "call sagemaker:InvokeEndpointWithResponseStream; see docs/pipeline.md, 'Enable smoke tests for an environment'"),
     "smoke on an environment without endpoints": (
         lambda d: _promotion("staging")(d).update(
             smoke=True, checks_role_arn="arn:aws:iam::222222222222:role/hpdpd-pipeline-smoke"),
         "environments[1].smoke: true: environment staging declares no endpoints to smoke-test; declare one or set "
         "smoke: false"),
-    "smoke on endpoints that SageMaker cannot reach": (
-        _smoke_dev,
-        "environments[0].smoke: true: endpoint(s) llama-3-3-70b of dev have no sagemaker_endpoint_name: the "
-        "pipeline's checks run outside the cluster (no kubeconfig) and reach endpoints through SageMaker; set it in "
-        "the environment file or set smoke: false"),
     "a wait timeout written as a boolean": (
         lambda d: _promotion("prod")(d).__setitem__("wait_timeout_minutes", True),
         "environments[2].wait_timeout_minutes: true: must be a whole number, not a boolean (YAML reads true/false, "
@@ -194,21 +185,22 @@ def test_several_mistakes_are_reported_together(config_dir: Path, committed: dic
     assert [i.path for i in caught.value.issues] == ["environments[3].name", "environments[4].name"]
 
 
-def test_smoke_is_accepted_when_every_endpoint_is_reachable(config_dir: Path, committed: dict[str, Any],
-                                                            base_configs: dict[str, dict[str, Any]]) -> None:
-    # GIVEN dev's endpoint with a SageMaker endpoint name, and smoke with a checks role in dev's account
+def test_an_explicit_smoke_and_checks_role_are_accepted(config_dir: Path, committed: dict[str, Any],
+                                                        base_configs: dict[str, dict[str, Any]]) -> None:
+    # GIVEN smoke written out and a checks role of dev's account that dev lists as an operations principal; dev's
+    # endpoint has no SageMaker endpoint name (smoke then goes through the API server's service proxy)
     data = copy.deepcopy(base_configs["dev"])
-    data["endpoints"][0]["sagemaker_endpoint_name"] = "llama-3-3-70b"
-    data["eks"]["operations_principals"] = [SMOKE_ROLE]  # the canary reads the cluster as the role
+    data["eks"]["operations_principals"] = [SMOKE_ROLE]  # the cluster steps read and write as the role
     dev = parse_environment(data, name="dev", source="dev.yaml", base_dir=ROOT)
+    assert dev.endpoints[0].sagemaker_endpoint_name is None
     write_pipeline(config_dir, committed, _smoke_dev)
     # WHEN the pipeline is checked against that environment
     pipeline = read_pipeline(config_dir)
     cross_check(pipeline, [dev], config_dir=config_dir)
-    # THEN it is accepted, with the smoke switch and the role on dev alone
+    # THEN it is accepted, with the smoke switch and the role on dev alone (the others keep their defaults)
     assert [(p.name, p.smoke, p.checks_role_arn) for p in pipeline.environments] == [
-        ("dev", True, "arn:aws:iam::111111111111:role/hpdpd-pipeline-smoke"), ("staging", False, None),
-        ("prod", False, None)]
+        ("dev", True, "arn:aws:iam::111111111111:role/hpdpd-pipeline-smoke"), ("staging", None, None),
+        ("prod", None, None)]
 
 
 def test_a_missing_pipeline_file_names_itself(tmp_path: Path) -> None:

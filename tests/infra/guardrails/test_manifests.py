@@ -10,7 +10,7 @@ from tests.infra.guardrails.conftest import first, run
 
 
 def _edit(stage: Any, change: Any) -> None:
-    resource = first(stage, "Custom::AWSCDK-EKS-KubernetesResource")
+    resource = first(stage, "Custom::AWSCDK-EKS-KubernetesResource", "Endpoint")  # the endpoint chart, not the RBAC
     objects = json.loads(resource["Properties"]["Manifest"])
     iec = next(o for o in objects if o["kind"] == "InferenceEndpointConfig")
     change(iec)

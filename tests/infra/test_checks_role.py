@@ -1,0 +1,163 @@
+"""ChecksRole: the role the pipeline's check steps run as, trusted by one role only, with exactly the AWS calls of
+verify, smoke and rollout, and the operations access in the cluster without being listed anywhere."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+import yaml
+
+from hyperpod_dpd.config import parse_environment
+from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra import HyperPodDpdPlatform, apply_guardrails, availability_zone_context
+from hyperpod_dpd.infra.checks_role import ChecksRole
+from hyperpod_dpd.infra.operations_access import OPERATIONS_GROUP
+from tests.iam_eval import Deployment, Request, conditions_hold, resolve, role_policies
+from tests.paths import ROOT
+
+ADOPTED_CONFIG = ROOT / "tests" / "fixtures" / "adopted" / "config" / "adopted.yaml"
+PIPELINE_ACCOUNT = "555555555555"
+TRUSTED = f"arn:aws:iam::{PIPELINE_ACCOUNT}:role/hpdpd-pipeline-checks-adopted"
+SAGEMAKER_NAME = "Llama-70B"  # upper case on purpose: SageMaker authorizes the lower-case ARN
+
+
+def _config() -> Any:
+    """The adopted environment (its own account 444444444444), with a SageMaker endpoint name on its endpoint and no
+    eks.operations_principals: the checks role alone gets the operations access."""
+    data = yaml.safe_load(ADOPTED_CONFIG.read_text())
+    data["endpoints"][0]["sagemaker_endpoint_name"] = SAGEMAKER_NAME
+    assert "operations_principals" not in data["eks"]
+    return parse_environment(data, name="adopted", source="adopted.yaml", base_dir=ADOPTED_CONFIG.parent.parent)
+
+
+@pytest.fixture(scope="module")
+def platform(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """GIVEN the environment as one construct of a consumer's stack, with a checks role trusted by a pipeline account's
+    role, and the guardrails applied (a finding fails the synthesis), synthesized once."""
+    config = _config()
+    app = cdk.App(outdir=str(tmp_path_factory.mktemp("checks")), context=availability_zone_context(config))
+    stack = cdk.Stack(app, "Serving", env=cdk.Environment(account=config.account, region=config.region))
+    dpd = HyperPodDpdPlatform(stack, "Dpd", config=config, checks_trusted_role_arn=TRUSTED)
+    apply_guardrails(app)
+    template = app.synth().get_stack_by_name("Serving").template
+    assert dpd.checks_role is not None
+    role_id = stack.get_logical_id(dpd.checks_role.role.node.default_child)  # type: ignore[arg-type]
+    return {"stack": stack, "dpd": dpd, "template": template, "role_id": role_id, "config": dpd.config}
+
+
+def _deployment(config: Any) -> Deployment:
+    return Deployment(account=config.account, region=config.region, partition="aws")
+
+
+def test_the_role_has_its_explicit_name_and_trusts_only_the_pipelines_checks_role(platform) -> None:
+    role = platform["template"]["Resources"][platform["role_id"]]["Properties"]
+    assert role["RoleName"] == "hpdpd-adopted-checks"
+    (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
+    # THEN the pipeline account is the principal, partition-aware, with the one role as a condition
+    resolved = resolve(statement, _deployment(platform["config"]))
+    assert resolved == {"Action": "sts:AssumeRole", "Effect": "Allow",
+                        "Principal": {"AWS": f"arn:aws:iam::{PIPELINE_ACCOUNT}:root"},
+                        "Condition": {"ArnEquals": {"aws:PrincipalArn": TRUSTED}}}
+    assert "AWS::Partition" in json.dumps(statement["Principal"]) and "AWS::Partition" in json.dumps(
+        statement["Condition"])
+    # AND the condition admits that role's sessions (aws:PrincipalArn holds the role's ARN) and no other role of the
+    # pipeline account
+    admits = [conditions_hold(resolved["Condition"], {"aws:PrincipalArn": arn}) for arn in (
+        TRUSTED, f"arn:aws:iam::{PIPELINE_ACCOUNT}:role/hpdpd-pipeline-checks-prod",
+        f"arn:aws:iam::{PIPELINE_ACCOUNT}:role/Admin")]
+    assert admits == [True, False, False]
+
+
+def test_the_role_may_call_exactly_what_the_check_steps_call(platform) -> None:
+    config = platform["config"]
+    policies = role_policies(platform["template"], platform["role_id"], _deployment(config))
+    assert policies.unevaluated == ()  # no managed policy
+    workspace = platform["stack"].get_logical_id(
+        platform["dpd"].inference_operator.observability_destination.workspace)
+    account, region = config.account, config.region
+
+    def allowed(action: str, resource: str) -> bool:
+        return policies.evaluate(Request(action, resource)).allowed
+
+    # THEN EKS authentication to this cluster, the Prometheus query of this workspace, and the streaming invoke of the
+    # endpoint's SageMaker name and of each generation's <name>-<6 hex> name, in lower case, are allowed
+    assert allowed("eks:DescribeCluster", f"arn:aws:eks:{region}:{account}:cluster/platform-shared")
+    assert allowed("aps:QueryMetrics", f"arn:aws:aps:{region}:{account}:workspace/<{workspace}.WorkspaceId>")
+    for name in ("llama-70b", "llama-70b-0a1b2c"):
+        assert allowed("sagemaker:InvokeEndpointWithResponseStream", f"arn:aws:sagemaker:{region}:{account}:endpoint/{name}")
+    # AND nothing else: another cluster, another endpoint (also one that only starts with the name), the plain invoke,
+    # another account
+    for action, resource in [
+        ("eks:DescribeCluster", f"arn:aws:eks:{region}:{account}:cluster/other"),
+        ("eks:DescribeCluster", f"arn:aws:eks:{region}:999999999999:cluster/platform-shared"),
+        ("sagemaker:InvokeEndpointWithResponseStream", f"arn:aws:sagemaker:{region}:{account}:endpoint/llama-70b-other"),
+        ("sagemaker:InvokeEndpointWithResponseStream", f"arn:aws:sagemaker:{region}:{account}:endpoint/llama-70b-0a1b2c3"),
+        ("sagemaker:InvokeEndpointWithResponseStream", f"arn:aws:sagemaker:{region}:{account}:endpoint/other"),
+        ("sagemaker:InvokeEndpoint", f"arn:aws:sagemaker:{region}:{account}:endpoint/llama-70b"),
+        ("aps:RemoteWrite", f"arn:aws:aps:{region}:{account}:workspace/<{workspace}.WorkspaceId>"),
+        ("eks:ListClusters", "*"), ("iam:PassRole", "*"),
+    ]:
+        assert not allowed(action, resource), (action, resource)
+    actions = {a for d in policies.documents for s in d["Statement"] for a in
+               ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert actions == {"eks:DescribeCluster", "aps:QueryMetrics", "sagemaker:InvokeEndpointWithResponseStream"}
+
+
+def test_the_role_is_an_operations_role_without_being_listed(platform) -> None:
+    template, stack, dpd = platform["template"], platform["stack"], platform["dpd"]
+    # THEN its access entry (the only operations entry: eks.operations_principals is empty) takes the role's ARN, so
+    # CloudFormation creates it after the role, in the operations group and with no EKS access policy
+    entries = [v["Properties"] for v in template["Resources"].values() if v["Type"] == "AWS::EKS::AccessEntry"
+               and v["Properties"].get("KubernetesGroups") == [OPERATIONS_GROUP]]
+    assert entries == [{"ClusterName": "platform-shared", "PrincipalArn": {"Fn::GetAtt": [platform["role_id"], "Arn"]},
+                        "Type": "STANDARD", "KubernetesGroups": [OPERATIONS_GROUP]}]
+    assert dpd.config.operations_roles == ("arn:aws:iam::444444444444:role/hpdpd-adopted-checks",)
+    # AND the RBAC and the endpoint namespace's RoleBinding exist for it
+    assert dpd.operations is not None
+    binding = dpd.node.find_child("Operations-llama-3-3-70b")
+    found = template["Resources"][stack.get_logical_id(binding.node.default_child)]  # type: ignore[arg-type]
+    assert json.loads(found["Properties"]["Manifest"])[0]["metadata"]["namespace"] == "llm-serving"
+
+
+@pytest.mark.parametrize(("trusted", "expected"), [
+    ("arn:aws-cn:iam::555555555555:role/checks",
+     "checks role trust: 'arn:aws-cn:iam::555555555555:role/checks': must be in partition 'aws' (the partition of "
+     "us-west-2): a role cannot be assumed across partitions"),
+    ("555555555555", "checks role trust: '555555555555': must be an IAM role ARN such as "
+                     "'arn:aws:iam::444444444444:role/hpdpd-pipeline-checks-dev'"),
+], ids=["another partition", "not a role ARN"])
+def test_a_bad_trust_is_one_line_before_anything_is_built(trusted: str, expected: str) -> None:
+    stack = cdk.Stack(cdk.App(), "Bad", env=cdk.Environment(account="444444444444", region="us-west-2"))
+    with pytest.raises(ConfigError) as caught:
+        HyperPodDpdPlatform(stack, "Dpd", config=_config(), checks_trusted_role_arn=trusted)
+    assert str(caught.value).splitlines() == [f"adopted.yaml: {expected}"]
+    assert stack.node.try_find_child("Dpd") is None
+
+
+@pytest.mark.parametrize(("props", "path"), [
+    ({"role_name": "x" * 65}, "ChecksRole.role_name"),
+    ({"trusted_role_arn": "arn:aws:iam::555555555555:user/someone"}, "ChecksRole.trusted_role_arn"),
+    ({"sagemaker_endpoint_names": ["bad_name"]}, "ChecksRole.sagemaker_endpoint_names"),
+], ids=["a role name of 65 characters", "a user instead of a role", "an invalid SageMaker name"])
+def test_the_construct_refuses_bad_props_with_one_line(props: dict[str, Any], path: str) -> None:
+    stack = cdk.Stack(cdk.App(), "Bad", env=cdk.Environment(account="444444444444", region="us-west-2"))
+    given = {"role_name": "hpdpd-x-checks", "trusted_role_arn": TRUSTED, "eks_cluster_name": "c", **props}
+    with pytest.raises(ConfigError) as caught:
+        ChecksRole(stack, "ChecksRole", **given)
+    (line,) = str(caught.value).splitlines()
+    assert line.startswith(f"{path}: ")
+    assert stack.node.try_find_child("ChecksRole") is None
+
+
+def test_without_endpoints_there_is_no_checks_role(tmp_path: Path) -> None:
+    # GIVEN the environment without endpoints, with a trust (no check step reaches into its cluster)
+    data = yaml.safe_load(ADOPTED_CONFIG.read_text())
+    data["endpoints"] = []
+    config = parse_environment(data, name="adopted", source="adopted.yaml", base_dir=ADOPTED_CONFIG.parent.parent)
+    trusted = config.with_checks_role(TRUSTED)
+    # THEN it carries no trust to build on and no operations role: nothing is created for the pipeline
+    assert trusted.checks_role_trust is None and trusted.operations_roles == ()
