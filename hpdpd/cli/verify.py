@@ -1,7 +1,8 @@
-"""``hpdpd verify --env NAME [--endpoint NAME] [--window 5m]``: the KV-fabric gate of each endpoint.
+"""``hpdpd verify --env NAME [--endpoint NAME] [--window 5m] [--probe]``: the KV-fabric gate of each endpoint.
 
 Exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 could not run (bad environment, the cluster or
-the metrics could not be read: denied, unreachable, timed out; one line, never a traceback).
+the metrics could not be read: denied, unreachable, timed out; one line, never a traceback), 130 interrupted
+(Ctrl-C or SIGTERM; the probe's pods are deleted first).
 """
 
 from __future__ import annotations
@@ -37,7 +38,33 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                                                                     "configured one, <name>-<generation>)")
     parser.add_argument("--wait-ready", type=float, default=0.0, metavar="SECONDS",
                         help="first wait up to SECONDS for the IEC to reach DeploymentComplete (default 0)")
+    probe_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def probe_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--probe``, ``--probe-image`` and ``--probe-timeout`` (docs/cli.md, "The probe")."""
+    parser.add_argument("--probe", action="store_true",
+                        help="also probe the EFA path: fi_info -p efa and the effective FI_PROVIDER inside the "
+                             "running workers (exec), and where EFA devices are free, two short-lived pods of the "
+                             "worker image that list the efa provider and run fi_pingpong between a prefill and a "
+                             "decode node")
+    parser.add_argument("--probe-image", default=None, metavar="IMAGE",
+                        help="image of the probe pods (default: the workers' image); one with libfabric's fi_info "
+                             "and fi_pingpong")
+    parser.add_argument("--probe-timeout", type=float, default=600.0, metavar="SECONDS",
+                        help="how long the probe pods may take to start and finish (default 600)")
+
+
+def probe_from_args(args: argparse.Namespace) -> Any:
+    """The probe's options, or None without ``--probe``."""
+    if not getattr(args, "probe", False):
+        return None
+    from hyperpod_dpd.ops.probe import ProbeOptions
+
+    if not args.probe_timeout > 0:
+        raise HpdpdError(f"--probe-timeout: {args.probe_timeout:g} is not allowed; give a positive number of seconds")
+    return ProbeOptions(image=args.probe_image, timeout_seconds=args.probe_timeout)
 
 
 def cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
     env = load_environment_from_args(args)
     window = window_from_args(args)
+    probe = probe_from_args(args)
     endpoints = select_endpoints(configured_endpoints(env), args.endpoint)
     if not endpoints:
         print(f"hpdpd: environment {env.name} declares no endpoint; nothing to verify", file=sys.stderr)
@@ -101,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             if args.wait_ready > 0:
                 wait_ready(kube, name=iec, namespace=endpoint.namespace, seconds=args.wait_ready)
             reports.append(verify_endpoint(kube, Target(endpoint=endpoint, iec=iec, window_seconds=window,
-                                                        prometheus=prometheus)))
+                                                        prometheus=prometheus, probe=probe)))
         except (KubeError, MetricsError) as exc:
             raise blocked(f"verify {endpoint.name} ({iec})", exc) from None
     ok = all(r.ok for r in reports)
@@ -129,3 +157,10 @@ def render(report: Any) -> None:
     print_table(("Status", "Check", "Detail", "Likely cause"), rows,
                 title=escape_cell(f"verify {report.endpoint} ({report.namespace}/{report.iec}): "
                                   f"{len(report.checks) - fails - warns} pass, {warns} warn, {fails} fail"))
+    load = report.decoder_kv_load
+    if load is not None:
+        print(f"  decoder KV load time (a local copy from the decoder's PD buffer, not the fabric): "
+              f"{load.mean_ms:.2f} ms per rank on average over {load.lines} line(s), {load.bytes / 1024**3:.2f} GiB")
+    if report.probe is not None and report.probe.created:
+        print(f"  probe pods {', '.join(report.probe.created)}: "
+              + ("deleted" if not report.probe.left_behind else f"not deleted: {', '.join(report.probe.left_behind)}"))

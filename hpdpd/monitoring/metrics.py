@@ -184,10 +184,10 @@ METRICS: Mapping[str, Metric] = _catalogue(
            f"{LMCACHE_PD_BACKEND} (batched_submit_put_task: _remote_allocate, then nixl_channel.batched_write); "
            f"{LMCACHE_NIXL_CHANNEL} (batched_write polls check_xfer_state until DONE)", INFERENCE_LABELS,
            buckets=LMCACHE_TIME_BUCKETS),
-    Metric("kv_stored_tokens", "lmcache:num_stored_tokens", "counter", "short", Source.LMCACHE,
+    Metric("kv_stored_tokens", "lmcache:num_stored_tokens_total", "counter", "short", Source.LMCACHE,
            "Tokens handed to the prefiller's LMCache store, counted when the store starts (so also tokens that "
-           "were never sent); exposed as lmcache:num_stored_tokens_total (prometheus_client appends _total to a "
-           "counter); not registered by every LMCache release. Not a byte count: no alert derives a throughput "
+           "were never sent); registered as lmcache:num_stored_tokens and exposed with _total (prometheus_client "
+           "appends it to a counter's name); not registered by every LMCache release. Not a byte count: no alert derives a throughput "
            "from it",
            f"{LMCACHE_OBSERVABILITY_NEWER} (counter lmcache:num_stored_tokens, incremented in on_store_request)",
            INFERENCE_LABELS),

@@ -1,20 +1,30 @@
-"""The Prometheus HTTP query API (``/api/v1/query``), and where the KV transfer's bytes and time come from.
+"""The Prometheus HTTP query API (``/api/v1/query``), and the KV transfer measured from Prometheus.
 
 ``--prometheus URL`` (or ``HPDPD_PROMETHEUS_URL``) names the server: any Prometheus-compatible query endpoint, or an
 Amazon Managed Service for Prometheus workspace (``https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>``),
 whose requests are signed with SigV4 (service ``aps``; needs ``aps:QueryMetrics``) from the command's credentials.
 
-Metric names, with sources:
+Which series measure the fabric depends on the KV connector (stack-truth: the operator wires DPD through vLLM's
+``LMCacheConnectorV1`` and LMCache's PD backend):
 
-- KV bytes and transfer time: vLLM's NIXL KV connector histograms ``vllm:nixl_bytes_transferred`` (bytes per
-  transfer) and ``vllm:nixl_xfer_time_seconds`` (seconds per transfer) (vLLM metrics documentation, "NIXL KV Connector
-  Metrics"; ``vllm/distributed/kv_transfer/kv_connector/v1/nixl`` ``NixlPromMetrics``). Their ``_sum`` series
-  over the window give bytes and seconds. An OpenTelemetry pipeline may rewrite ``:`` to ``_``, so both spellings are
-  matched. The operator's own "KV Transfer Time" dashboard panel (DPD documentation, "Observability") does not
-  publish its metric name.
-- Labels: ``namespace`` and ``resource_name`` (the IEC), as AWS's HyperPod inference dashboard selects inference
-  metrics (``aws/sagemaker-hyperpod-cluster-setup``, ``.../dashboards/templates/inference.json``; copy in
-  ``shared/reference/aws-cluster-setup/inference.json``).
+- LMCache PD backend: the *prefiller* pushes the KV with a NIXL WRITE inside its store, so the prefill pods'
+  ``lmcache:time_to_store`` (histogram, seconds; catalogue key ``kv_store``) contains the transfer, and
+  ``lmcache:num_stored_tokens_total`` (counter, catalogue key ``kv_stored_tokens``; prometheus_client exposes counters as
+  ``<name>_total``) counts the tokens. LMCache exports no bytes, so bytes are tokens x the model's KV bytes per token
+  per TP rank (hpdpd/catalogue/models.py), only for a model the catalogue knows and a KV dtype the args name or
+  leave at the model's. Both as LMCache 0.4.3 (the DPD images' version, PyPI wheel sha256
+  f7bc3c2d...7a002b) registers them in ``lmcache/observability.py`` (``lmcache:num_stored_tokens`` line 956,
+  ``lmcache:time_to_store`` line 1148), labelled ``model_name``, ``worker_id`` (the TP rank) and ``role``
+  (``_metadata_to_labels``), so the ratio is a per-rank figure; and a lower bound: the store time also holds the
+  GPU-side copy and the remote allocation.
+- vLLM's own ``NixlConnector``: ``vllm:nixl_bytes_transferred`` / ``vllm:nixl_xfer_time_seconds`` (catalogue keys
+  ``kv_bytes`` / ``kv_transfer_time``), registered only by that connector (``NixlConnector.build_prom_metrics``), so
+  they are read only for an endpoint whose workers name it in ``--kv-transfer-config``.
+
+An OpenTelemetry pipeline may rewrite ``:`` to ``_``, so both spellings are matched. Labels: ``namespace``,
+``resource_name`` (the IEC) and ``pod_name`` (the role's pods), as AWS's HyperPod inference dashboard selects inference
+metrics (``aws/sagemaker-hyperpod-cluster-setup`` ``.../dashboards/templates/inference.json``; copy in
+``shared/reference/aws-cluster-setup/inference.json``) and as the metric catalogue lists them.
 """
 
 from __future__ import annotations
@@ -31,10 +41,6 @@ from typing import Any
 from hyperpod_dpd.monitoring.metrics import METRICS
 
 PROMETHEUS_ENV = "HPDPD_PROMETHEUS_URL"
-# The names come from the one metric catalogue the alerts and the dashboard use (``_sum`` of each histogram; ``[:_]``
-# also matches the spelling an OpenTelemetry pipeline may write).
-KV_BYTES_SERIES = METRICS["kv_bytes"].name.replace(":", "[:_]") + "_sum"
-KV_SECONDS_SERIES = METRICS["kv_transfer_time"].name.replace(":", "[:_]") + "_sum"
 AMP_HOST = re.compile(r"^aps-workspaces\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 AMP_PERMISSION = "aps:QueryMetrics"
 WINDOW = re.compile(r"^(\d+)([smh])$")
@@ -54,14 +60,6 @@ def window_seconds(text: str) -> int:
     if not found or int(found.group(1)) == 0:
         raise ValueError(f"{text!r} is not a window such as 90s, 5m or 1h")
     return int(found.group(1)) * {"s": 1, "m": 60, "h": 3600}[found.group(2)]
-
-
-def selector(namespace: str, iec: str, series: str) -> str:
-    return f'{{__name__=~"{series}", namespace="{namespace}", resource_name="{iec}"}}'
-
-
-def increase(namespace: str, iec: str, series: str, seconds: int) -> str:
-    return f"sum(increase({selector(namespace, iec, series)}[{seconds}s]))"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,40 +131,70 @@ def _http_failure(exc: urllib.error.HTTPError, what: str, *, amp: bool) -> Metri
 
 @dataclass(frozen=True, kw_only=True)
 class Throughput:
-    """KV bytes moved and the time the transfers took over a window, and where the numbers came from."""
+    """KV bytes one TP rank moved and the time its transfers took over a window (Σ over ranks of each), and where
+    the numbers came from. ``lower_bound``: the time includes more than the transfer, so the fabric is at least
+    this fast. ``estimate``: the bytes are derived, not counted, and may exceed what crossed the fabric, so the
+    figure is no bound at all: it can show a slow fabric, never prove a fast one (verify does not pass on it)."""
 
     bytes: float
     seconds: float
-    source: str  # "prometheus" or "decoder log"
+    source: str
     transfers: int | None = None
+    lower_bound: bool = False
+    estimate: bool = False
 
     @property
     def gbps(self) -> float:
-        """GB/s (10^9 bytes per second of transfer time)."""
+        """GB/s (10^9 bytes per second of transfer time), per rank."""
         return self.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
 
 
-def prometheus_throughput(prometheus: Prometheus, *, namespace: str, iec: str, seconds: int) -> Throughput | None:
-    moved = prometheus.total(increase(namespace, iec, KV_BYTES_SERIES, seconds))
-    took = prometheus.total(increase(namespace, iec, KV_SECONDS_SERIES, seconds))
+def _series(key: str, suffix: str) -> str:
+    """The ``__name__`` regex of a catalogue metric's ``suffix`` series, in either spelling of ``:``."""
+    return re.escape(METRICS[key].name).replace(":", "[:_]") + suffix
+
+
+def _selector(key: str, series: str, *, namespace: str, iec: str, pods: str | None = None) -> str:
+    from hyperpod_dpd.monitoring.metrics import NAMESPACE, POD, RESOURCE, Matcher
+
+    matchers = [Matcher("__name__", series, "=~"), Matcher(NAMESPACE, namespace), Matcher(RESOURCE, iec)]
+    if pods is not None:
+        matchers.append(Matcher(POD, pods, "=~"))
+    unknown = [m.label for m in matchers[1:] if m.label not in METRICS[key].labels]
+    if unknown:  # the catalogue is the one list of labels: refuse a label it does not give the metric
+        raise ValueError(f"{METRICS[key].name} has no label {', '.join(unknown)}")
+    return "{" + ",".join(m.render() for m in matchers) + "}"
+
+
+def increase(key: str, suffix: str, *, namespace: str, iec: str, seconds: int, pods: str | None = None) -> str:
+    return f"sum(increase({_selector(key, _series(key, suffix), namespace=namespace, iec=iec, pods=pods)}[{seconds}s]))"
+
+
+def nixl_connector_throughput(prometheus: Prometheus, *, namespace: str, iec: str,
+                              seconds: int) -> Throughput | None:
+    """vLLM NixlConnector's histograms (only that connector registers them)."""
+    moved = prometheus.total(increase("kv_bytes", "_sum", namespace=namespace, iec=iec, seconds=seconds))
+    took = prometheus.total(increase("kv_transfer_time", "_sum", namespace=namespace, iec=iec, seconds=seconds))
     if not moved or not took:
         return None
-    return Throughput(bytes=moved, seconds=took, source="prometheus")
+    return Throughput(bytes=moved, seconds=took, source="prometheus: vLLM NixlConnector transfers")
 
 
-# LMCache's retrieve line on the decoder (LMCache/LMCache lmcache/v1/cache_engine.py, ``retrieve``); "gb" is GiB
-# (the code divides by 1024**3). The DPD documentation quotes it under "Verify KV transfer".
-RETRIEVED = re.compile(r"Retrieved (\d+) out of (\d+) required tokens.*?size: ([\d.]+) gb, cost ([\d.]+) ms")
+def prefill_store_throughput(prometheus: Prometheus, *, namespace: str, iec: str, seconds: int,
+                             bytes_per_token_per_rank: int) -> Throughput | None:
+    """The prefill pods' LMCache store (which contains the NIXL write): stored tokens x KV bytes per token per rank,
+    over the store time. An estimate, not a bound: the store time also holds the GPU-side copy and the remote
+    allocation (the figure reads low), but the counter counts the tokens handed to a store when it starts, chunks
+    the decoder already held and stores cut short included (LMCache ``on_store_request``; the metric catalogue's
+    ``kv_stored_tokens``), so the bytes can read high."""
+    from hyperpod_dpd.monitoring.metrics import ROLE_POD_PATTERN
 
-
-def log_throughput(decoder_log: str) -> Throughput | None:
-    moved = took = 0.0
-    transfers = 0
-    for found in RETRIEVED.finditer(decoder_log):
-        if int(found.group(1)) > 0:
-            moved += float(found.group(3)) * 1024**3
-            took += float(found.group(4)) / 1000
-            transfers += 1
-    if not transfers or took <= 0:
+    pods = ROLE_POD_PATTERN["prefill"]
+    took = prometheus.total(increase("kv_store", "_sum", namespace=namespace, iec=iec, seconds=seconds, pods=pods))
+    tokens = prometheus.total(increase("kv_stored_tokens", "", namespace=namespace, iec=iec,
+                                       seconds=seconds, pods=pods))
+    if not took or not tokens:
         return None
-    return Throughput(bytes=moved, seconds=took, source="decoder log", transfers=transfers)
+    return Throughput(bytes=tokens * bytes_per_token_per_rank, seconds=took, estimate=True,
+                      source="prometheus: LMCache store on the prefill pods (bytes = stored tokens x the model's KV "
+                             "bytes per token per rank)")
