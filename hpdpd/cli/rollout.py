@@ -20,7 +20,15 @@ from hyperpod_dpd.cli.output import (
     print_json,
     print_table,
 )
-from hyperpod_dpd.cli.verify import blocked, cluster_arguments, kube_from_args, prometheus_from_args, window_from_args
+from hyperpod_dpd.cli.verify import (
+    blocked,
+    cluster_arguments,
+    kube_from_args,
+    probe_arguments,
+    probe_from_args,
+    prometheus_from_args,
+    window_from_args,
+)
 
 ACTIONS = ("status", "promote", "abort")
 
@@ -52,6 +60,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                         help="smoke the new generation at this URL (default: its router Service, through the Kubernetes "
                              "API server's service proxy, so it works from outside the cluster)")
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (self-signed router)")
+    # --probe: verify's EFA probe on the nodes a blue/green generation will take, before it is created there (their
+    # EFA devices are free only then), and inside its workers once it is ready (docs/cli.md, "The probe").
+    probe_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -78,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             promotion = Promotion(kube=kube, endpoint=endpoint, manifest=lambda: render_manifest(env, endpoint),
                                   checks=generation_checks(args, env, endpoint, kube, clients),
-                                  groups=env.hyperpod.instance_groups, in_place=args.in_place,
+                                  fabric=fabric_probe(args, endpoint, kube), groups=env.hyperpod.instance_groups, in_place=args.in_place,
                                   timeout_seconds=args.timeout, **timing)
             result = promotion.run()
             ok, data = result.ok, result.to_json()
@@ -122,6 +133,7 @@ def generation_checks(args: argparse.Namespace, env: Any, endpoint: Any, kube: A
 
     window = window_from_args(args)
     prometheus = prometheus_from_args(args, clients)
+    probe = probe_from_args(args)  # once it is ready: the provider inside its workers
 
     def check(iec: str) -> list[str]:
         failures = []
@@ -141,12 +153,28 @@ def generation_checks(args: argparse.Namespace, env: Any, endpoint: Any, kube: A
         failures += [f"smoke {c.name}: {c.detail} (likely cause: {c.cause})" for c in smoke.canary
                      if c.status == "fail"]
         report = verify_endpoint(kube, Target(endpoint=endpoint, iec=iec, window_seconds=window,
-                                              prometheus=prometheus))
+                                              prometheus=prometheus, probe=probe))
         failures += [f"verify {c.name}: {c.detail} (likely cause: {c.cause})" for c in report.checks
                      if c.status == "fail"]
         return failures
 
     return check
+
+
+def fabric_probe(args: argparse.Namespace, endpoint: Any, kube: Any) -> Any:
+    """With ``--probe``: the probe of verify on the free nodes a new blue/green generation will take, before it is
+    created (its FAIL rows are the failure lines); None without ``--probe``."""
+    options = probe_from_args(args)
+    if options is None:
+        return None
+    from hyperpod_dpd.ops.probe import run_probe
+
+    def probe(iec: str, sleep: Any) -> list[str]:
+        report = run_probe(kube, endpoint, iec=iec, options=options, sleep=sleep)
+        return [f"probe {c.name}: {c.detail} (likely cause: {c.cause})"
+                for c in report.checks(floor_gbps=endpoint.kv_transfer.min_gbps) if c.status == "fail"]
+
+    return probe
 
 
 def render(action: str, data: dict[str, Any]) -> None:

@@ -53,6 +53,9 @@ from hyperpod_dpd.ops.rollout_state import Outcome, RolloutResult, RolloutState,
 from hyperpod_dpd.ops.workloads import create_iec, delete_iec
 
 Checks = Callable[[str], Sequence[str]]  # IEC name -> failure lines (empty: the generation passed)
+# The EFA probe before a new generation is created: (IEC name, a sleep that keeps the lease) -> failure lines. Its
+# bandwidth test needs EFA devices no pod holds, which the nodes the new generation will take have only then.
+FabricProbe = Callable[[str, Callable[[float], None]], Sequence[str]]
 
 
 class Stopped(Exception):
@@ -187,10 +190,12 @@ def _unwidenable(endpoint: Any, selector: dict[str, Any], iec: str) -> str:
 @dataclass(kw_only=True)
 class Promotion(_Run):
     """One promote run; ``manifest`` renders the desired IEC, ``checks`` runs smoke and verify against an IEC,
+    ``fabric`` (optional) probes the EFA path of the free nodes before a blue/green generation is created on them,
     ``groups`` are the environment's instance groups (their autoscaling counts in the room check)."""
 
     manifest: Callable[[], dict[str, Any]]
     checks: Checks
+    fabric: FabricProbe | None = None
     groups: Sequence[Any] = ()
     in_place: bool = False
     timeout_seconds: float = 3600.0
@@ -270,12 +275,35 @@ class Promotion(_Run):
                 return self.result("refused", problem, rooms=rooms)
             for note in room_notes(rooms):
                 self.step(note)
+            refused = self._probe_fabric(lease, desired, state.serving, rooms)
+            if refused is not None:
+                return refused
         created = self.state().desired_generation is None
         if created:
             lease.write(step=f"creating {desired}")
             create_iec(self.kube, self.manifest())
             self.step(f"created {desired}")
         return self._take_traffic(lease, rooms, created=created)
+
+    def _probe_fabric(self, lease: Lease, desired: str, serving: str | None,
+                      rooms: tuple[Room, ...]) -> RolloutResult | None:
+        """The EFA probe on the nodes the new generation will take, before it takes them; a failure ends the promote
+        with nothing created (the serving generation keeps serving)."""
+        if self.fabric is None:
+            return None
+
+        def sleep(seconds: float) -> None:  # the probe waits for its pods: the lease must not expire meanwhile
+            lease.renew_if_due()
+            self.sleep(seconds)
+
+        failures = tuple(self.fabric(desired, sleep))
+        lease.renew_if_due()
+        if failures:
+            kept = f"; {serving} keeps serving" if serving else ""
+            return self.result("failed", f"the EFA path {desired} would use failed its probe, so it was not "
+                                         f"created{kept}", failures=failures, rooms=rooms)
+        self.step(f"probed the EFA path of the nodes {desired} will use")
+        return None
 
     def _take_traffic(self, lease: Lease, rooms: tuple[Room, ...], *, created: bool) -> RolloutResult:
         e, state = self.endpoint, self.state()

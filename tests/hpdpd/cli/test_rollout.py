@@ -20,7 +20,7 @@ import pytest
 from hyperpod_dpd.cli.main import main
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.ops.rollout_lease import LEASE_ANNOTATION, LeaseRecord
-from tests.fakes import kube_api, prometheus
+from tests.fakes import dpd_cluster, kube_api, prometheus
 from tests.hpdpd.cli.test_smoke import Router
 from tests.hpdpd.ops import rollout_cluster as rc
 
@@ -326,3 +326,49 @@ def test_a_denied_or_unreachable_cluster_ends_with_one_line(start: Any, tmp_path
                         "--request-timeout", "1"))
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "cannot reach the Kubernetes API server" in err
+
+
+# ---- --probe: the EFA path of the nodes a new generation will take, before it is created there --------------------
+
+def _probe_pods(fake: kube_api.FakeKube) -> list[str]:
+    return [p["metadata"]["name"] for p in fake.pods if "hyperpod-dpd/probe-role" in (p["metadata"].get("labels") or {})]
+
+
+def test_a_probe_that_measures_a_slow_fabric_stops_the_promote_before_anything_is_created(
+        start: Any, checks: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    fake, cluster = start()
+    url, metrics = checks
+    # GIVEN the free nodes the new generation would take move 2 GB/s between them (fi_pingpong, 2,000 MB/s)
+    kubelet = dpd_cluster.ProbeKubelet(rate=2000.0)
+    fake.on_pod_created, fake.exec = kubelet, dpd_cluster.WorkerShell()
+    # WHEN it is promoted with --probe
+    code, data, err = run_json(capsys, rollout("promote", cluster, "--url", url, "--prometheus", metrics, "--probe"))
+    # THEN the promote failed on the probe's bandwidth row, and no IEC was created: the old generation keeps serving
+    assert code == 1 and data["outcome"] == "failed" and "was not created" in data["message"], err
+    assert any(f.startswith("probe probe:bandwidth") for f in data["failures"]), data["failures"]
+    assert not [b for m, p, b in fake.requests if m == "POST" and p == IEC_PATH]
+    assert set(fake.iecs) == {(NS, OLD)} and fake.services[(NS, ENDPOINT.name)]["spec"]["externalName"] == \
+        rc.host(OLD, NS)
+    # AND the probe ran on the two free nodes, and its pods are gone; the lease is released
+    assert {d["spec"]["nodeName"] for d in kubelet.created} == {"p5-prefill-1", "p5-decode-1"}
+    assert _probe_pods(fake) == [] and rc.lease_text(fake, ENDPOINT) is None
+
+
+def test_a_probe_near_line_rate_lets_the_promote_go_on(start: Any, checks: tuple[str, str],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    fake, cluster = start()
+    url, metrics = checks
+    # GIVEN free nodes whose EFA device carries 11.5 GB/s (p5: 12.5 GB/s per device), and workers on libfabric's efa
+    kubelet = dpd_cluster.ProbeKubelet()
+    fake.on_pod_created, fake.exec = kubelet, dpd_cluster.WorkerShell()
+    # WHEN it is promoted with --probe
+    code, data, err = run_json(capsys, rollout("promote", cluster, "--url", url, "--prometheus", metrics, "--probe"))
+    # THEN the probe ran before the new generation was created, and the promote ended promoted
+    assert code == 0 and data["outcome"] == "promoted", err
+    probed = data["steps"].index(f"probed the EFA path of the nodes {NEW} will use")
+    assert probed < data["steps"].index(f"created {NEW}")
+    first_probe = next(i for i, (m, p, _) in enumerate(fake.requests) if m == "POST" and p.endswith("/pods"))
+    assert first_probe < index(fake, "POST", IEC_PATH)
+    # AND its pods are gone, and verify looked inside the new workers once they ran
+    assert len(kubelet.created) == 2 and _probe_pods(fake) == []
+    assert any(NEW in pod for pod, _, _ in fake.exec.commands)
