@@ -6,9 +6,12 @@ One import for consumers::
 
 :class:`HyperPodDpdPlatform` builds a whole environment from one configuration; the building blocks
 (:class:`EfaNetwork`, :class:`HyperPodEksCluster`, :class:`HyperPodDependencies`, :class:`HyperPodCluster`,
-:class:`InferenceOperator`) are exported too for apps that compose their own.
+:class:`InferenceOperator`, and the pipeline's :class:`ChecksRunner` and :class:`ChecksRole`) are exported too for
+apps that compose their own.
 """
 
+from hyperpod_dpd.infra.checks_role import ChecksRole
+from hyperpod_dpd.infra.checks_runner import ChecksRunner
 from hyperpod_dpd.infra.efa_network import EfaNetwork
 from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster
 from hyperpod_dpd.infra.guardrails import HyperPodDpdChecks, Settings, apply_guardrails
@@ -29,6 +32,8 @@ from hyperpod_dpd.infra.platform import (
 )
 
 __all__ = [
+    "ChecksRole",
+    "ChecksRunner",
     "EfaNetwork",
     "HyperPodCluster",
     "HyperPodDependencies",

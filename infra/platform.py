@@ -26,6 +26,7 @@ from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra.buckets import access_logs_bucket
 from hyperpod_dpd.infra.checks_role import ChecksRole
+from hyperpod_dpd.infra.checks_runner import ChecksRunner
 from hyperpod_dpd.infra.efa_network import EfaNetwork
 from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster
 from hyperpod_dpd.infra.feature_flags import FEATURE_FLAGS
@@ -84,12 +85,14 @@ class PlatformResources:
     monitoring: DpdMonitoring | None = None  # the DPD alerts (infra/monitoring.py), with endpoints only
     operations: OperationsAccess | None = None  # the operations roles' access (infra/operations_access.py)
     checks_role: ChecksRole | None = None  # the pipeline's checks role (infra/checks_role.py), with a trust only
+    checks_runner: ChecksRunner | None = None  # the checks runner in the VPC (infra/checks_runner.py), with endpoints
 
 
 def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaNetwork) -> PlatformResources:
     """EKS, the HyperPod dependencies chart, the HyperPod cluster and the inference operator, as children of ``scope``;
-    the DPD alerts with endpoints; the checks role when ``config`` has a trust (:meth:`EnvironmentConfig.with_checks_role`);
-    the operations access of every operations role (``config.operations_roles``)."""
+    the DPD alerts with endpoints; the checks runner and the checks role that starts it when ``config`` has a trust
+    (:meth:`EnvironmentConfig.with_checks_role`; the runner alone with :meth:`EnvironmentConfig.with_checks_runner`);
+    the operations access of every operations role (``config.operations_roles``, the runner's role among them)."""
     policy = removal_policy(config)
     logs = access_logs_bucket(scope, "AccessLogs", removal_policy=policy)
     eks_cfg, hp_cfg = config.eks, config.hyperpod
@@ -163,30 +166,40 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
     )
     monitoring = build_monitoring(scope, config=config, hyperpod=hyperpod, inference_operator=inference_operator,
                                   removal_policy=policy)
-    checks_role = build_checks_role(scope, config=config, inference_operator=inference_operator)
+    runner = build_checks_runner(scope, config=config, network=network, eks_cluster=eks_cluster,
+                                 inference_operator=inference_operator, access_logs=logs)
+    trusted = config.checks_role_trust
+    checks_role = ChecksRole(scope, "ChecksRole", role_name=config.checks_role_name, trusted_role_arn=trusted,
+                             runner=runner) if trusted is not None and runner is not None else None
     operations = OperationsAccess(
         scope, "OperationsAccess", cluster=eks_cluster.cluster, principals=eks_cfg.operations_principals,
-        roles={config.checks_role_arn: checks_role.role} if checks_role else None,
+        roles={config.checks_runner_role_arn: runner.role} if runner else None,
         kubernetes_version=eks_cfg.version, after=[inference_operator.resource],  # its CRD and namespace
     ) if config.operations_roles else None
     return PlatformResources(logs, eks_cluster, dependencies, hyperpod, inference_operator, monitoring,
-                             operations=operations, checks_role=checks_role)
+                             operations=operations, checks_role=checks_role, checks_runner=runner)
 
 
-def build_checks_role(scope: Construct, *, config: EnvironmentConfig,
-                      inference_operator: InferenceOperator) -> ChecksRole | None:
-    """The pipeline's checks role (``ChecksRole`` under ``scope``) when ``config`` has a trust, else None: EKS
-    authentication to the environment's cluster, the Prometheus query on the add-on's workspace, and SageMaker invoke
-    on the endpoints that have a SageMaker endpoint name."""
-    trusted = config.checks_role_trust
-    if trusted is None:
+def build_checks_runner(scope: Construct, *, config: EnvironmentConfig, network: EfaNetwork,
+                        eks_cluster: HyperPodEksCluster, inference_operator: InferenceOperator,
+                        access_logs: s3.IBucket) -> ChecksRunner | None:
+    """The checks runner (``ChecksRunner`` under ``scope``) when ``config.checks_runner``, else None: in the EKS
+    subnets, admitted by the cluster security group on 443, with EKS authentication to the cluster, the Prometheus
+    query on the add-on's workspace, and SageMaker invoke on the endpoints that have a SageMaker endpoint name."""
+    if not config.checks_runner:
         return None
     destination = inference_operator.observability_destination
-    return ChecksRole(scope, "ChecksRole", role_name=config.checks_role_name, trusted_role_arn=trusted,
-                      eks_cluster_name=config.eks.cluster_name,
-                      prometheus_workspace_arn=destination.workspace_arn if destination is not None else None,
-                      sagemaker_endpoint_names=[e.sagemaker_endpoint_name for e in config.endpoints
-                                                if e.sagemaker_endpoint_name])
+    return ChecksRunner(
+        scope, "ChecksRunner", project_name=config.checks_project_name, role_name=config.checks_runner_role_name,
+        environment_name=config.name, vpc=network.vpc, subnets=network.eks_subnets,
+        # a created cluster's EKS-made group, or the adopted cluster's eks.existing.cluster_security_group_id: the
+        # group of the API server's network interfaces in the VPC (EKS user guide, "View Amazon EKS security group
+        # requirements for clusters")
+        cluster_security_group_id=eks_cluster.cluster.cluster_security_group_id,
+        eks_cluster_name=config.eks.cluster_name,
+        prometheus_workspace_arn=destination.workspace_arn if destination is not None else None,
+        sagemaker_endpoint_names=[e.sagemaker_endpoint_name for e in config.endpoints if e.sagemaker_endpoint_name],
+        removal_policy=removal_policy(config), access_logs=access_logs)
 
 
 def build_endpoints(scope: Construct, *, config: EnvironmentConfig, eks_cluster: HyperPodEksCluster,
@@ -194,8 +207,8 @@ def build_endpoints(scope: Construct, *, config: EnvironmentConfig, eks_cluster:
     """One ``KubernetesManifest`` per endpoint chart (the IEC and its router resources), applied after the
     inference add-on: the IEC needs the operator's CRD and the router objects need its namespace. ``prune``
     deletes objects dropped from a chart, e.g. the old IEC after a new generation. With operations roles
-    (``eks.operations_principals`` or the checks role), each endpoint namespace also gets the operations RoleBinding
-    (``Operations-<chart id>``), applied after the chart that creates the namespace.
+    (``eks.operations_principals`` or the checks runner's role), each endpoint namespace also gets the operations
+    RoleBinding (``Operations-<chart id>``), applied after the chart that creates the namespace.
     """
     charts = add_environment_charts(cdk8s.App(), config)
     manifests: dict[str, eks.KubernetesManifest] = {}
@@ -226,16 +239,18 @@ class HyperPodDpdPlatform(Construct):
             ``parse_environment``): the one typed props object. Its account and Region must match the stack's
             environment when the stack has a concrete one.
         endpoints: also apply the configured endpoints' manifests. Default: True.
-        checks_trusted_role_arn: create the checks role ``hpdpd-<env>-checks`` for a pipeline's check steps,
-            trusted by this one role ARN only, with the operations access (docs/library.md). Default: none, unless
-            ``config`` already carries a trust (``config.with_checks_role(...)``).
+        checks_trusted_role_arn: create the checks runner ``hpdpd-<env>-checks`` inside the VPC (its role gets the
+            operations access) and the checks role ``hpdpd-<env>-checks`` that starts it, trusted by this one role ARN
+            only (docs/library.md). Default: none, unless ``config`` already carries a trust
+            (``config.with_checks_role(...)``).
 
     The aws-cdk-lib feature flags the constructs are tested with (:data:`~hyperpod_dpd.infra.feature_flags.FEATURE_FLAGS`)
     apply to this construct's subtree whatever the app's ``cdk.json`` says; the rest of the app keeps its own.
 
     Attributes: ``network``, ``eks``, ``hyperpod``, ``inference_operator``, ``access_logs``, ``monitoring`` (the DPD
     alerts, None without endpoints), ``operations`` (the access of the operations roles, None without any; its
-    RoleBinding in each endpoint namespace is ``Operations-<chart id>``), ``checks_role`` (None without a trust),
+    RoleBinding in each endpoint namespace is ``Operations-<chart id>``), ``checks_role`` and ``checks_runner`` (None
+    without a trust),
     ``charts`` and ``endpoint_manifests`` (by chart id). Apply the guardrails to the app with
     :func:`hyperpod_dpd.infra.apply_guardrails`.
     """
@@ -260,6 +275,7 @@ class HyperPodDpdPlatform(Construct):
         self.monitoring = parts.monitoring
         self.operations = parts.operations
         self.checks_role = parts.checks_role
+        self.checks_runner = parts.checks_runner
         self.charts: list[EndpointChart] = []
         self.endpoint_manifests: dict[str, eks.KubernetesManifest] = {}
         if endpoints and config.endpoints:

@@ -12,7 +12,6 @@ from typing import Any
 import aws_cdk as cdk
 
 from hyperpod_dpd.config import EnvironmentConfig, load_all
-from hyperpod_dpd.config.loader import display_path
 from hyperpod_dpd.config.pipeline import PipelineConfig, cross_check, pipeline_file, read_pipeline
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.infra.platform import availability_zone_context
@@ -48,9 +47,10 @@ def build_app(
     Each environment's availability zones come from its configuration (:func:`availability_zone_context`), so
     no account needs a ``cdk.context.json`` entry; ``context`` (and the CLI's context) take precedence.
 
-    An environment that ``pipeline.yaml`` promotes without an explicit ``checks_role_arn`` gets the toolkit's checks
-    role, trusted by the pipeline's CodeBuild role of its checks, whether or not the pipeline itself is synthesized
-    (``HPDPD_ENVIRONMENTS=dev``): ``cdk deploy "dev/*"`` and the pipeline then deploy the same platform stack.
+    An environment with endpoints that ``pipeline.yaml`` promotes gets the checks runner inside its VPC and, without
+    an explicit ``checks_role_arn``, the toolkit's checks role that starts it, trusted by the pipeline's CodeBuild role
+    of its checks, whether or not the pipeline itself is synthesized (``HPDPD_ENVIRONMENTS=dev``): ``cdk deploy
+    "dev/*"`` and the pipeline then deploy the same platform stack.
     """
     selected = list(configs) if configs is not None else load_all(config_dir, list(environments) if environments else None)
     selected, pipeline = pipeline_environments(config_dir, selected)
@@ -79,14 +79,6 @@ def pipeline_environments(config_dir: Path | None, selected: Sequence[Environmen
     trusted = [config.trusted_environment(c) for c in selected]
     names = {c.name for c in selected}
     return trusted, (config if all(n in names for n in config.order) else None)
-
-
-def pipeline_warnings(config_dir: Path | None, selected: Sequence[EnvironmentConfig]) -> list[str]:
-    """One line per warning of ``pipeline.yaml`` about the selected environments (none without the file)."""
-    if not pipeline_file(config_dir).is_file():
-        return []
-    source = display_path(pipeline_file(config_dir))
-    return [w.render(source) for w in read_pipeline(config_dir).environment_warnings({c.name: c for c in selected})]
 
 
 def print_warnings(configs: Iterable[EnvironmentConfig]) -> None:
@@ -146,8 +138,6 @@ def main(project_root: Path | None = None) -> int:
         app, stages = build_app(project_root=root,
                                 context=None if launched_by_cli else cdk_json_context(root))
         print_warnings(stage.config for stage in stages.values())
-        for line in pipeline_warnings(None, [stage.config for stage in stages.values()]):
-            print(f"warning: {line}", file=sys.stderr)
         assembly = app.synth()
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)

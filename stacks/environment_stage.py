@@ -20,7 +20,8 @@ class EnvironmentStage(cdk.Stage):
     """One environment. The same class is used by ``cdk deploy`` and by the promotion pipeline.
 
     ``config`` as the application passes it: an environment the pipeline promotes carries the trust of its checks
-    role (``config.checks_role_trust``), so its platform stack creates that role (``checks_role``) before the endpoints
+    role (``config.checks_role_trust``), so its platform stack creates the checks runner (``platform.checks_runner``:
+    a CodeBuild project in the environment's VPC) and the role that starts it (``checks_role``) before the endpoints
     stack, and so before the pipeline's ``Rollout`` step of that stack.
     """
 

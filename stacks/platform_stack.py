@@ -15,6 +15,7 @@ from hyperpod_dpd.infra.platform import build_platform
 # Prometheus workspace, known only once the workspace exists, for `hpdpd verify --prometheus`.
 PROMETHEUS_OUTPUT = "PrometheusQueryUrl"
 CHECKS_ROLE_OUTPUT = "ChecksRoleArn"
+CHECKS_PROJECT_OUTPUT = "ChecksRunnerProject"
 
 
 class PlatformStack(cdk.Stack):
@@ -31,6 +32,7 @@ class PlatformStack(cdk.Stack):
         self.hyperpod = parts.hyperpod
         self.inference_operator = parts.inference_operator
         self.checks_role = parts.checks_role
+        self.checks_runner = parts.checks_runner
         cdk.CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
         cdk.CfnOutput(self, "HyperPodClusterArn", value=self.hyperpod.resource.attr_cluster_arn)
         cdk.CfnOutput(self, "InferenceExecutionRoleArn", value=self.inference_operator.execution_role.role_arn)
@@ -41,4 +43,8 @@ class PlatformStack(cdk.Stack):
                           description="Prometheus query URL of the observability workspace (hpdpd verify --prometheus)")
         if self.checks_role is not None:
             cdk.CfnOutput(self, CHECKS_ROLE_OUTPUT, value=self.checks_role.role.role_arn,
-                          description="The role the promotion pipeline's check steps run as in this environment")
+                          description="The role the promotion pipeline's check steps start the checks runner as")
+        if self.checks_runner is not None:
+            cdk.CfnOutput(self, CHECKS_PROJECT_OUTPUT, value=self.checks_runner.project.project_name,
+                          description="The CodeBuild project that runs the cluster checks inside the VPC "
+                                      "(hpdpd checks run)")

@@ -45,9 +45,17 @@ from hyperpod_dpd.config.endpoint_checks import (
 )
 from hyperpod_dpd.config.endpoint_model import (  # re-exported: the model source classes were defined here
     FsxSource as FsxSource,
+)
+from hyperpod_dpd.config.endpoint_model import (
     HuggingFaceSource as HuggingFaceSource,
+)
+from hyperpod_dpd.config.endpoint_model import (
     ModelConfig,
+)
+from hyperpod_dpd.config.endpoint_model import (
     S3Source as S3Source,
+)
+from hyperpod_dpd.config.endpoint_model import (
     SecretKeyRef as SecretKeyRef,
 )
 from hyperpod_dpd.config.endpoint_pods import (

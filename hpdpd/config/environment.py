@@ -25,7 +25,14 @@ from hyperpod_dpd.errors import ConfigError, Issue
 # name, so the pipeline account can name it before it exists. IAM role names: 1-64 of [\w+=,.@-] (IAM CreateRole,
 # RoleName). The role it trusts is the pipeline's CodeBuild role of the environment's checks.
 CHECKS_ROLE_NAME = "hpdpd-{environment}-checks"
+# The checks runner (infra/checks_runner.py): a CodeBuild project inside the environment's VPC that runs the check
+# commands, and its service role, which holds the cluster access. Explicit names, so the trigger (hpdpd checks run)
+# and the checks role's policy can name them. CodeBuild project names: [A-Za-z0-9][A-Za-z0-9-_]{1,254} (CodeBuild
+# API reference, CreateProject, name).
+CHECKS_PROJECT_NAME = "hpdpd-{environment}-checks"
+CHECKS_RUNNER_ROLE_NAME = "hpdpd-{environment}-checks-runner"
 IAM_ROLE_NAME = re.compile(r"[\w+=,.@-]{1,64}")
+CODEBUILD_PROJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-_]{1,254}")
 TRUSTED_ROLE_ARN = re.compile(r"arn:(?P<partition>aws|aws-cn|aws-us-gov):iam::(?P<account>\d{12}):"
                               r"role/(?P<name>(?:[\w+=,.@-]+/)*[\w+=,.@-]{1,64})")
 
@@ -68,6 +75,7 @@ class EnvironmentConfig(Model):
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _source: str = PrivateAttr(default="")
     _checks_trust: str | None = PrivateAttr(default=None)
+    _checks_runner: bool = PrivateAttr(default=False)
 
     @property
     def name(self) -> str:
@@ -84,11 +92,11 @@ class EnvironmentConfig(Model):
         # endpoints warn when their charts render (k8s.endpoint)
         return [*self.eks.warnings("eks"), *self.alerts.warnings(self, "alerts")]
 
-    # -- the checks role: what the pipeline's check steps run as inside this environment -----------------------------
+    # -- the checks role and the checks runner: how the pipeline's check steps reach into this environment ---------
 
     @property
     def checks_role_name(self) -> str:
-        """``hpdpd-<env>-checks``: the role the platform creates for the pipeline's check steps (with a trust)."""
+        """``hpdpd-<env>-checks``: the role the pipeline's check steps assume to start the checks runner."""
         return CHECKS_ROLE_NAME.format(environment=self.name)
 
     @property
@@ -103,13 +111,46 @@ class EnvironmentConfig(Model):
         return self._checks_trust if self.endpoints else None
 
     @property
+    def checks_runner(self) -> bool:
+        """Whether the platform creates the checks runner (infra/checks_runner.py): with endpoints, when the
+        environment has a checks role (:meth:`with_checks_role`) or is promoted with a role of its own
+        (:meth:`with_checks_runner`)."""
+        return self._checks_runner and bool(self.endpoints)
+
+    @property
+    def checks_project_name(self) -> str:
+        """``hpdpd-<env>-checks``: the runner's CodeBuild project, which ``hpdpd checks run`` starts."""
+        return CHECKS_PROJECT_NAME.format(environment=self.name)
+
+    @property
+    def checks_runner_role_name(self) -> str:
+        """``hpdpd-<env>-checks-runner``: the runner's CodeBuild service role, an operations role."""
+        return CHECKS_RUNNER_ROLE_NAME.format(environment=self.name)
+
+    @property
+    def checks_runner_role_arn(self) -> str:
+        return f"arn:{self.partition}:iam::{self.account}:role/{self.checks_runner_role_name}"
+
+    @property
     def operations_roles(self) -> tuple[str, ...]:
-        """Every role with the operations access: ``eks.operations_principals`` and the checks role, if any."""
-        toolkit = (self.checks_role_arn,) if self.checks_role_trust else ()
+        """Every role with the operations access: ``eks.operations_principals`` and the runner's role, if any (the
+        checks role itself only starts the runner and has no access inside the cluster)."""
+        toolkit = (self.checks_runner_role_arn,) if self.checks_runner else ()
         return tuple(dict.fromkeys((*self.eks.operations_principals, *toolkit)))
 
+    def checks_runner_problem(self) -> str | None:
+        """Why this environment cannot have the checks runner (its names do not fit), or None."""
+        if not IAM_ROLE_NAME.fullmatch(self.checks_runner_role_name):
+            return (f"the checks runner's role name {self.checks_runner_role_name!r} is not an IAM role name (1-64 of "
+                    "letters, digits and +=,.@_-): shorten the environment's name")
+        if not CODEBUILD_PROJECT_NAME.fullmatch(self.checks_project_name):
+            return (f"the checks runner's project name {self.checks_project_name!r} is not a CodeBuild project name "
+                    "(letters, digits, - and _): rename the environment")
+        return None
+
     def checks_role_problem(self, trusted_role_arn: str) -> str | None:
-        """Why this environment cannot have the checks role trusted by ``trusted_role_arn``, or None."""
+        """Why this environment cannot have the checks role trusted by ``trusted_role_arn`` (and the runner), or
+        None."""
         match = TRUSTED_ROLE_ARN.fullmatch(trusted_role_arn)
         if match is None:
             return "must be an IAM role ARN such as 'arn:aws:iam::444444444444:role/hpdpd-pipeline-checks-dev'"
@@ -119,18 +160,29 @@ class EnvironmentConfig(Model):
         if not IAM_ROLE_NAME.fullmatch(self.checks_role_name):
             return (f"the checks role name {self.checks_role_name!r} is not an IAM role name (1-64 of letters, "
                     "digits and +=,.@_-): shorten the environment's name")
-        return None
+        return self.checks_runner_problem()
 
     def with_checks_role(self, trusted_role_arn: str) -> EnvironmentConfig:
-        """A copy of this environment whose platform also creates the checks role (``hpdpd-<env>-checks``, trusted
-        by ``trusted_role_arn`` only, infra/checks_role.py) and grants it the operations access, when it has
-        endpoints. The application passes the pipeline's CodeBuild role of this environment's checks; a consumer app
-        passes its own."""
+        """A copy of this environment whose platform also creates the checks runner and the checks role
+        (``hpdpd-<env>-checks``, trusted by ``trusted_role_arn`` only, infra/checks_role.py) that starts it, when it
+        has endpoints; the runner's role gets the operations access. The application passes the pipeline's CodeBuild
+        role of this environment's checks; a consumer app passes its own."""
         problem = self.checks_role_problem(trusted_role_arn)
         if problem:
             raise ConfigError.single(self.source, "checks role trust", trusted_role_arn, problem)
         copy = self.model_copy()
         copy._checks_trust = trusted_role_arn
+        copy._checks_runner = True
+        return copy
+
+    def with_checks_runner(self) -> EnvironmentConfig:
+        """A copy of this environment whose platform creates the checks runner but no checks role: the pipeline
+        starts it as a role of the user's own (``checks_role_arn`` in ``pipeline.yaml``)."""
+        problem = self.checks_runner_problem()
+        if problem:
+            raise ConfigError.single(self.source, "checks runner", self.checks_project_name, problem)
+        copy = self.model_copy()
+        copy._checks_runner = True
         return copy
 
     @property

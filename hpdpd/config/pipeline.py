@@ -33,13 +33,6 @@ PIPELINE_FILE = "pipeline.yaml"
 DEFAULT_PIPELINE_NAME = "hpdpd-pipeline"
 MAX_ROLE_NAME = 64
 CHECKS_ROLE_SUFFIX = "-checks-"  # <pipeline name>-checks-<env>: the CodeBuild role of an environment's checks
-# Where the pipeline's check steps run: CodeBuild in the pipeline account, outside every environment's VPC. An EKS API
-# endpoint with public access disabled "can only receive requests from within the cluster VPC" (EKS API reference,
-# VpcConfigRequest.endpointPublicAccess), so they cannot reach a private one.
-PRIVATE_API_WARNING = (
-    "the pipeline's cluster checks (Rollout, Smoke, KvFabric) call the Kubernetes API from CodeBuild in the pipeline "
-    "account, outside the VPC, and a private API endpoint takes requests only from inside it: they will fail and stop "
-    "the promotion of {env}; see docs/pipeline.md, 'Network reach of the cluster checks'")
 
 
 _ARN_PARTITION = r"arn:aws(-cn|-us-gov)?"
@@ -76,7 +69,9 @@ class PromotionConfig(Model):
     name: str = Field(description="an environment: the stem of a file in config/")
     approval: bool | None = None  # None: a manual approval exactly when the environment is ``production``
     smoke: bool | None = None  # None: smoke-test exactly when the environment declares endpoints
-    checks_role_arn: RoleArn | None = None  # None: the toolkit's own checks role (EnvironmentConfig.checks_role_arn)
+    # None: the toolkit's own checks role (EnvironmentConfig.checks_role_arn). Either way the role only starts the
+    # environment's checks runner (docs/pipeline.md, "The checks role").
+    checks_role_arn: RoleArn | None = None
     wait_timeout_minutes: int = Field(default=90, ge=5, le=180)
 
     def needs_approval(self, environment: EnvironmentConfig) -> bool:
@@ -87,7 +82,7 @@ class PromotionConfig(Model):
         return bool(environment.endpoints) if self.smoke is None else self.smoke
 
     def checks_role(self, environment: EnvironmentConfig) -> str:
-        """The role the cluster steps run as: ``checks_role_arn``, else the role the toolkit creates for them."""
+        """The role the cluster steps start the checks runner as: ``checks_role_arn``, else the toolkit's."""
         return self.checks_role_arn or environment.checks_role_arn
 
 
@@ -120,20 +115,14 @@ class PipelineConfig(Model):
         return f"arn:{self.partition}:iam::{self.account}:role/{self.checks_role_name(environment)}"
 
     def trusted_environment(self, environment: EnvironmentConfig) -> EnvironmentConfig:
-        """``environment`` as the pipeline deploys it: with the toolkit's checks role when it has endpoints and the
-        order lists it without an explicit ``checks_role_arn`` (that role is then the user's; nothing is created)."""
-        if not environment.endpoints or environment.name not in self.order \
-                or self.promotion(environment.name).checks_role_arn is not None:
+        """``environment`` as the pipeline deploys it, when it has endpoints and the order lists it: with the checks
+        runner (infra/checks_runner.py) and the toolkit's checks role that starts it, or with the runner alone when
+        the entry names its own ``checks_role_arn``."""
+        if not environment.endpoints or environment.name not in self.order:
             return environment
+        if self.promotion(environment.name).checks_role_arn is not None:
+            return environment.with_checks_runner()
         return environment.with_checks_role(self.checks_trust(environment.name))
-
-    def environment_warnings(self, loaded: Mapping[str, EnvironmentConfig]) -> Iterator[Issue]:
-        """Valid, but the pipeline's cluster checks of an environment cannot reach its API server."""
-        for i, promotion in enumerate(self.environments):
-            env = loaded.get(promotion.name)
-            if env is not None and env.endpoints and env.eks.existing is None and env.eks.endpoint_access == "private":
-                yield Issue(join(join("environments", i), "name"), promotion.name,
-                            PRIVATE_API_WARNING.format(env=promotion.name))
 
     def issues(self, root: Any = None, path: str = "") -> Iterator[Issue]:
         """Checks that need no environment file: duplicates and role-name length."""
@@ -156,8 +145,7 @@ class PipelineConfig(Model):
 
     def environment_issues(self, available: Sequence[str], loaded: Mapping[str, EnvironmentConfig]) -> Iterator[Issue]:
         """Checks against the environment files: every name exists, in the pipeline's partition, smoke and roles fit
-        the environment, the toolkit's checks role can be named, and an explicit checks role that verifies, smokes or
-        rolls out endpoints is one of the environment's ``eks.operations_principals``."""
+        the environment, and the toolkit's checks role and runner can be named."""
         for i, promotion in enumerate(self.environments):
             where = join("environments", i)
             if promotion.name not in available:
@@ -176,18 +164,15 @@ class PipelineConfig(Model):
                 yield Issue(join(where, "smoke"), True,
                             f"environment {promotion.name} declares no endpoints to smoke-test; declare one or set smoke: false")
             role = promotion.checks_role_arn
-            problem = env.checks_role_problem(self.checks_trust(env.name)) if role is None and env.endpoints else None
+            problem = None
+            if env.endpoints:
+                problem = env.checks_role_problem(self.checks_trust(env.name)) if role is None \
+                    else env.checks_runner_problem()
             if problem:
                 yield Issue(join(where, "name"), promotion.name, problem)
             if role is not None and role.split(":")[4] != env.account:
                 yield Issue(join(where, "checks_role_arn"), role,
                             f"must be a role in the environment's account {env.account}")
-            elif role is not None and env.endpoints and role not in env.eks.operations_principals:
-                # verify, smoke's canary and rollout promote reach the cluster as this role (docs/pipeline.md)
-                yield Issue(join(where, "checks_role_arn"), role,
-                            f"has no access inside {promotion.name}'s cluster, where the pipeline's verify, smoke "
-                            f"and rollout steps read and write as it: add it to eks.operations_principals in "
-                            f"{promotion.name}.yaml")
 
 
 def _with_hints(issues: list[Issue], model: type[Model]) -> list[Issue]:

@@ -1,5 +1,5 @@
-"""ChecksRole: the role the pipeline's check steps run as, trusted by one role only, with exactly the AWS calls of
-verify, smoke and rollout, and the operations access in the cluster without being listed anywhere."""
+"""ChecksRole: the role the pipeline's check steps assume, trusted by one role only, with exactly the calls that start
+and follow the checks runner, and no access to the cluster; the runner's role holds the operations access."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ SAGEMAKER_NAME = "Llama-70B"  # upper case on purpose: SageMaker authorizes the 
 
 def _config() -> Any:
     """The adopted environment (its own account 444444444444), with a SageMaker endpoint name on its endpoint and no
-    eks.operations_principals: the checks role alone gets the operations access."""
+    eks.operations_principals: the checks runner's role alone gets the operations access."""
     data = yaml.safe_load(ADOPTED_CONFIG.read_text())
     data["endpoints"][0]["sagemaker_endpoint_name"] = SAGEMAKER_NAME
     assert "operations_principals" not in data["eks"]
@@ -72,50 +72,57 @@ def test_the_role_has_its_explicit_name_and_trusts_only_the_pipelines_checks_rol
     assert admits == [True, False, False]
 
 
-def test_the_role_may_call_exactly_what_the_check_steps_call(platform) -> None:
-    config = platform["config"]
-    policies = role_policies(platform["template"], platform["role_id"], _deployment(config))
-    assert policies.unevaluated == ()  # no managed policy
-    workspace = platform["stack"].get_logical_id(
-        platform["dpd"].inference_operator.observability_destination.workspace)
+def test_the_role_may_start_and_follow_only_its_environments_runner(platform) -> None:
+    config, stack, dpd = platform["config"], platform["stack"], platform["dpd"]
+    runner = dpd.checks_runner
+    bucket = stack.get_logical_id(runner.bucket.node.default_child)
     account, region = config.account, config.region
+    project = f"arn:aws:codebuild:{region}:{account}:project/hpdpd-adopted-checks"
+    group = f"arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/hpdpd-adopted-checks"
+    # the log group's Arn attribute is its ARN with ":*" (CloudFormation, AWS::Logs::LogGroup return values)
+    deployment = Deployment(account=account, region=region, partition="aws", attributes={
+        (stack.get_logical_id(runner.log_group.node.default_child), "Arn"): f"{group}:*"})
+    policies = role_policies(platform["template"], platform["role_id"], deployment)
+    assert policies.unevaluated == ()  # no managed policy
 
     def allowed(action: str, resource: str) -> bool:
         return policies.evaluate(Request(action, resource)).allowed
 
-    # THEN EKS authentication to this cluster, the Prometheus query of this workspace, and the streaming invoke of the
-    # endpoint's SageMaker name and of each generation's <name>-<6 hex> name, in lower case, are allowed
-    assert allowed("eks:DescribeCluster", f"arn:aws:eks:{region}:{account}:cluster/platform-shared")
-    assert allowed("aps:QueryMetrics", f"arn:aws:aps:{region}:{account}:workspace/<{workspace}.WorkspaceId>")
-    for name in ("llama-70b", "llama-70b-0a1b2c"):
-        assert allowed("sagemaker:InvokeEndpointWithResponseStream", f"arn:aws:sagemaker:{region}:{account}:endpoint/{name}")
-    # AND nothing else: another cluster, another endpoint (also one that only starts with the name), the plain invoke,
-    # another account
+    # THEN it may read the runner project, start, follow and stop its builds, upload a run's zip and read the log
+    for action in ("codebuild:BatchGetProjects", "codebuild:StartBuild", "codebuild:BatchGetBuilds",
+                   "codebuild:StopBuild"):
+        assert allowed(action, project), action
+    assert allowed("s3:PutObject", f"<{bucket}.Arn>/sources/0a1b.zip")
+    assert allowed("logs:GetLogEvents", f"{group}:log-stream:0a1b")
+    # AND nothing else: another project, another prefix or bucket, and no cluster, metrics or endpoint access
     for action, resource in [
-        ("eks:DescribeCluster", f"arn:aws:eks:{region}:{account}:cluster/other"),
-        ("eks:DescribeCluster", f"arn:aws:eks:{region}:999999999999:cluster/platform-shared"),
-        ("sagemaker:InvokeEndpointWithResponseStream", f"arn:aws:sagemaker:{region}:{account}:endpoint/llama-70b-other"),
-        ("sagemaker:InvokeEndpointWithResponseStream", f"arn:aws:sagemaker:{region}:{account}:endpoint/llama-70b-0a1b2c3"),
-        ("sagemaker:InvokeEndpointWithResponseStream", f"arn:aws:sagemaker:{region}:{account}:endpoint/other"),
-        ("sagemaker:InvokeEndpoint", f"arn:aws:sagemaker:{region}:{account}:endpoint/llama-70b"),
-        ("aps:RemoteWrite", f"arn:aws:aps:{region}:{account}:workspace/<{workspace}.WorkspaceId>"),
-        ("eks:ListClusters", "*"), ("iam:PassRole", "*"),
+        ("codebuild:StartBuild", f"arn:aws:codebuild:{region}:{account}:project/other"),
+        ("codebuild:UpdateProject", project), ("codebuild:DeleteProject", project),
+        ("s3:PutObject", f"<{bucket}.Arn>/other/0a1b.zip"), ("s3:GetObject", f"<{bucket}.Arn>/sources/0a1b.zip"),
+        ("logs:GetLogEvents", f"arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/other:log-stream:0a1b"),
+        ("eks:DescribeCluster", f"arn:aws:eks:{region}:{account}:cluster/platform-shared"),
+        ("aps:QueryMetrics", "*"), ("sagemaker:InvokeEndpointWithResponseStream", "*"), ("iam:PassRole", "*"),
     ]:
         assert not allowed(action, resource), (action, resource)
     actions = {a for d in policies.documents for s in d["Statement"] for a in
                ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-    assert actions == {"eks:DescribeCluster", "aps:QueryMetrics", "sagemaker:InvokeEndpointWithResponseStream"}
+    assert actions == {"codebuild:BatchGetProjects", "codebuild:StartBuild", "codebuild:BatchGetBuilds",
+                       "codebuild:StopBuild", "s3:PutObject", "logs:GetLogEvents"}
 
 
-def test_the_role_is_an_operations_role_without_being_listed(platform) -> None:
+def test_the_runners_role_is_the_operations_role_without_being_listed(platform) -> None:
     template, stack, dpd = platform["template"], platform["stack"], platform["dpd"]
-    # THEN its access entry (the only operations entry: eks.operations_principals is empty) takes the role's ARN, so
-    # CloudFormation creates it after the role, in the operations group and with no EKS access policy
+    runner_role = stack.get_logical_id(dpd.checks_runner.role.node.default_child)
+    # THEN the one operations entry (eks.operations_principals is empty) takes the runner role's ARN, so
+    # CloudFormation creates it after the role, in the operations group and with no EKS access policy; the checks
+    # role has no entry
     entries = [v["Properties"] for v in template["Resources"].values() if v["Type"] == "AWS::EKS::AccessEntry"
                and v["Properties"].get("KubernetesGroups") == [OPERATIONS_GROUP]]
-    assert entries == [{"ClusterName": "platform-shared", "PrincipalArn": {"Fn::GetAtt": [platform["role_id"], "Arn"]},
+    assert entries == [{"ClusterName": "platform-shared", "PrincipalArn": {"Fn::GetAtt": [runner_role, "Arn"]},
                         "Type": "STANDARD", "KubernetesGroups": [OPERATIONS_GROUP]}]
-    assert dpd.config.operations_roles == ("arn:aws:iam::444444444444:role/hpdpd-adopted-checks",)
+    assert dpd.config.operations_roles == ("arn:aws:iam::444444444444:role/hpdpd-adopted-checks-runner",)
+    assert not [v for v in template["Resources"].values() if v["Type"] == "AWS::EKS::AccessEntry"
+                and v["Properties"].get("PrincipalArn") == {"Fn::GetAtt": [platform["role_id"], "Arn"]}]
     # AND the RBAC and the endpoint namespace's RoleBinding exist for it
     assert dpd.operations is not None
     binding = dpd.node.find_child("Operations-llama-3-3-70b")
@@ -141,11 +148,11 @@ def test_a_bad_trust_is_one_line_before_anything_is_built(trusted: str, expected
 @pytest.mark.parametrize(("props", "path"), [
     ({"role_name": "x" * 65}, "ChecksRole.role_name"),
     ({"trusted_role_arn": "arn:aws:iam::555555555555:user/someone"}, "ChecksRole.trusted_role_arn"),
-    ({"sagemaker_endpoint_names": ["bad_name"]}, "ChecksRole.sagemaker_endpoint_names"),
-], ids=["a role name of 65 characters", "a user instead of a role", "an invalid SageMaker name"])
-def test_the_construct_refuses_bad_props_with_one_line(props: dict[str, Any], path: str) -> None:
+], ids=["a role name of 65 characters", "a user instead of a role"])
+def test_the_construct_refuses_bad_props_with_one_line(platform, props: dict[str, Any], path: str) -> None:
     stack = cdk.Stack(cdk.App(), "Bad", env=cdk.Environment(account="444444444444", region="us-west-2"))
-    given = {"role_name": "hpdpd-x-checks", "trusted_role_arn": TRUSTED, "eks_cluster_name": "c", **props}
+    given = {"role_name": "hpdpd-x-checks", "trusted_role_arn": TRUSTED, "runner": platform["dpd"].checks_runner,
+             **props}
     with pytest.raises(ConfigError) as caught:
         ChecksRole(stack, "ChecksRole", **given)
     (line,) = str(caught.value).splitlines()
@@ -159,5 +166,19 @@ def test_without_endpoints_there_is_no_checks_role(tmp_path: Path) -> None:
     data["endpoints"] = []
     config = parse_environment(data, name="adopted", source="adopted.yaml", base_dir=ADOPTED_CONFIG.parent.parent)
     trusted = config.with_checks_role(TRUSTED)
-    # THEN it carries no trust to build on and no operations role: nothing is created for the pipeline
-    assert trusted.checks_role_trust is None and trusted.operations_roles == ()
+    # THEN it carries no trust to build on, no runner and no operations role: nothing is created for the pipeline
+    assert trusted.checks_role_trust is None and not trusted.checks_runner and trusted.operations_roles == ()
+
+
+def test_a_long_environment_name_is_refused_when_the_runners_role_name_would_not_fit() -> None:
+    # GIVEN an environment whose name fits the checks role (64 characters) but not the runner's role (7 more)
+    data = yaml.safe_load(ADOPTED_CONFIG.read_text())
+    name = "e" * 46  # hpdpd-<46>-checks: 59 characters; hpdpd-<46>-checks-runner: 66
+    config = parse_environment(data, name=name, source=f"{name}.yaml", base_dir=ADOPTED_CONFIG.parent.parent)
+    # WHEN it gets a checks trust
+    with pytest.raises(ConfigError) as caught:
+        config.with_checks_role(TRUSTED)
+    # THEN one line says why and what to do
+    assert str(caught.value) == (
+        f"{name}.yaml: checks role trust: {TRUSTED!r}: the checks runner's role name 'hpdpd-{name}-checks-runner' is "
+        "not an IAM role name (1-64 of letters, digits and +=,.@_-): shorten the environment's name")

@@ -441,3 +441,15 @@ def test_without_operations_roles_nothing_is_granted(tmp_path: Path) -> None:
     assert [c.node.path for c in dpd.node.find_all() if "Operations" in c.node.id] == []
     assert not any("hyperpod-dpd-operations" in json.dumps(v["Properties"].get("Manifest", ""))
                    for v in _of_type(template, MANIFEST).values())
+
+
+def test_in_a_promoted_environment_the_entry_is_the_checks_runners_role(synthesized) -> None:
+    # GIVEN dev's platform as the pipeline deploys it (dev has an endpoint: a checks runner and a checks role)
+    resources = synthesized.template("dev", "platform")["Resources"]
+    roles = {v["Properties"].get("RoleName"): k for k, v in resources.items() if v["Type"] == "AWS::IAM::Role"}
+    entries = [v["Properties"]["PrincipalArn"] for v in _of_type({"Resources": resources}, "AWS::EKS::AccessEntry").values()
+               if v["Properties"].get("KubernetesGroups") == [OPERATIONS_GROUP]]
+    # THEN the operations entry is the runner's role, the principal that reads and writes inside the cluster; the
+    # checks role, which only starts the runner from the pipeline account, has none
+    assert entries == [{"Fn::GetAtt": [roles["hpdpd-dev-checks-runner"], "Arn"]}]
+    assert {"Fn::GetAtt": [roles["hpdpd-dev-checks"], "Arn"]} not in entries

@@ -22,11 +22,12 @@ from cfnlint.api import ManualArgs, lint
 
 from hyperpod_dpd.config import load_environment, parse_environment
 from hyperpod_dpd.config.pipeline import PipelineConfig, load_pipeline
-from hyperpod_dpd.stacks.application import build_app, cdk_json_context, pipeline_warnings
+from hyperpod_dpd.stacks.application import build_app, cdk_json_context, pipeline_environments
 from hyperpod_dpd.stacks.pipeline_stack import EnvironmentChecks, deploy_role_arn, pinned_cli_version
 from tests.paths import FIXTURE_CONFIG_DIR, ROOT
 
 HPDPD = ".venv/bin/hpdpd"
+TRIGGER = f"{HPDPD} checks run --env dev --profile hpdpd-checks --region us-west-2"  # dev's cluster steps start its runner
 CFN_ACTIONS = ("Prepare", "Deploy")
 
 
@@ -185,21 +186,29 @@ def test_the_fixture_pipeline_gates_every_environment_with_endpoints(pipeline: P
     dev = load_environment("dev")
     (endpoint,) = dev.endpoints
     assert endpoint.sagemaker_endpoint_name is None and dev.operator.observability.enabled
-    wait = pipeline.config.promotion("dev").wait_timeout_minutes * 60
-    target = "--output json --profile hpdpd-checks --region us-west-2"
+    minutes = pipeline.config.promotion("dev").wait_timeout_minutes
+    wait = minutes * 60
+    target = "--output json --region us-west-2"
     order = {a["Name"]: a["RunOrder"] for a in pipeline.stage("dev")}
-    # THEN dev's stage rolls out before its endpoints stack, after its platform stack (which creates the checks role)
+    # THEN dev's stage rolls out before its endpoints stack, after its platform stack (which creates the checks runner
+    # and role), through the runner inside dev's VPC, bounded by the wait, the endpoint's drain and the runner's margin
     assert order["hpdpd-dev-platform.Deploy"] < order["hpdpd-dev-endpoints.Rollout"] < order[
         "hpdpd-dev-endpoints.Prepare"]
-    assert pipeline.commands(pipeline.action("dev", "hpdpd-dev-endpoints.Rollout")) == [
+    rollout = pipeline.action("dev", "hpdpd-dev-endpoints.Rollout")
+    drain = -(-endpoint.drain_seconds // 60)
+    assert pipeline.commands(rollout) == [
         *_checks_profiles("dev"),
-        f"{HPDPD} rollout --env dev promote --endpoint {endpoint.name} --timeout {wait} {target}"]
+        f"{TRIGGER} --timeout {(minutes + drain + 30) * 60} -- rollout --env dev promote --endpoint {endpoint.name} "
+        f"--timeout {wait} --probe {target}"]
+    assert pipeline.project(rollout)["TimeoutInMinutes"] == minutes + drain + 30 + 30
     # AND after Verify it smokes the endpoint through the API server's service proxy, then verifies with the probe,
-    # measuring from the workspace whose query URL the platform stack outputs
+    # measuring from the workspace whose query URL the platform stack outputs (read here, passed to the runner)
     assert order["Verify"] < order["Smoke"] < order["KvFabric"]
+    remote = (minutes + 30) * 60
     assert pipeline.commands(pipeline.action("dev", "Smoke")) == [
         *_checks_profiles("dev"),
-        f"{HPDPD} smoke --env dev --endpoint {endpoint.name} --service-proxy --wait-ready {wait} {target}"]
+        f"{TRIGGER} --timeout {remote} -- smoke --env dev --endpoint {endpoint.name} --service-proxy --wait-ready "
+        f"{wait} {target}"]
     fabric = pipeline.commands(pipeline.action("dev", "KvFabric"))
     assert fabric[:6] == _checks_profiles("dev")
     assert fabric[6] == (
@@ -207,8 +216,9 @@ def test_the_fixture_pipeline_gates_every_environment_with_endpoints(pipeline: P
         '"Stacks[0].Outputs[?OutputKey==\'PrometheusQueryUrl\'].OutputValue" --output text --profile hpdpd-read '
         '--region us-west-2)"')
     assert fabric[7].startswith('test "${HPDPD_PROMETHEUS_URL:-None}" != None || {')
-    assert fabric[8:] == [f'{HPDPD} verify --env dev --endpoint {endpoint.name} --wait-ready {wait} --probe '
-                          f'--prometheus "$HPDPD_PROMETHEUS_URL" {target}']
+    assert fabric[8:] == [f'{TRIGGER} --timeout {remote} -- verify --env dev --endpoint {endpoint.name} --wait-ready '
+                          f'{wait} --probe --prometheus "$HPDPD_PROMETHEUS_URL" {target}']
+    assert drain > 0  # the default drain: the endpoint's longest request
     for step in ("hpdpd-dev-endpoints.Rollout", "Smoke", "KvFabric"):
         assert pipeline.variables(pipeline.action("dev", step)) == {
             "HPDPD_READ_ROLE_ARN": _lookup_role("dev"),
@@ -219,7 +229,7 @@ def test_the_fixture_pipeline_gates_every_environment_with_endpoints(pipeline: P
         assert not {n for n in names if n.endswith(("Rollout", "Smoke", "KvFabric"))}
 
 
-def test_the_first_run_finds_the_checks_role_it_runs_as(pipeline: Pipeline, synthesized) -> None:
+def test_the_first_run_finds_the_checks_role_and_runner_it_uses(pipeline: Pipeline, synthesized) -> None:
     # GIVEN dev's platform template, which the stage deploys before the Rollout step
     platform = synthesized.template("dev", "platform")
     ((role_id, role),) = [(k, v) for k, v in platform["Resources"].items() if v["Type"] == "AWS::IAM::Role"
@@ -229,15 +239,18 @@ def test_the_first_run_finds_the_checks_role_it_runs_as(pipeline: Pipeline, synt
     trusted = statement["Condition"]["ArnEquals"]["aws:PrincipalArn"]["Fn::Join"][1]
     assert trusted[-1] == f":iam::{pipeline.config.account}:role/hpdpd-pipeline-checks-dev"
     assert pipeline.config.checks_role_name("dev") == "hpdpd-pipeline-checks-dev"
-    # AND its operations access entry, and the outputs the steps read
+    # AND the runner project the trigger starts, whose role (not the checks role) has the operations access entry
+    projects = [v["Properties"]["Name"] for v in platform["Resources"].values() if v["Type"] == "AWS::CodeBuild::Project"]
+    assert projects == ["hpdpd-dev-checks"]
     entries = [v["Properties"] for v in platform["Resources"].values() if v["Type"] == "AWS::EKS::AccessEntry"
                and v["Properties"].get("PrincipalArn") == {"Fn::GetAtt": [role_id, "Arn"]}]
-    assert [e["KubernetesGroups"] for e in entries] == [["hyperpod-dpd-operations"]]
-    assert {"PrometheusQueryUrl", "ChecksRoleArn"} <= set(platform["Outputs"])
-    # AND the staging and prod platforms (no endpoints) create no checks role
+    assert entries == []
+    assert {"PrometheusQueryUrl", "ChecksRoleArn", "ChecksRunnerProject"} <= set(platform["Outputs"])
+    # AND the staging and prod platforms (no endpoints) create no checks role and no runner
     for env in ("staging", "prod"):
-        assert not [v for v in synthesized.template(env, "platform")["Resources"].values()
-                    if v.get("Properties", {}).get("RoleName") == f"hpdpd-{env}-checks"]
+        resources = synthesized.template(env, "platform")["Resources"].values()
+        assert not [v for v in resources if v.get("Properties", {}).get("RoleName") == f"hpdpd-{env}-checks"]
+        assert not [v for v in resources if v["Type"] == "AWS::CodeBuild::Project"]
 
 
 @pytest.mark.parametrize("env", ["dev", "staging", "prod"])
@@ -392,17 +405,19 @@ def test_smoke_goes_through_sagemaker_where_an_endpoint_has_a_name(base_configs:
     checks = EnvironmentChecks(stack, "Checks", pipeline=config, promotion=config.promotion("dev"), env=env,
                                source=source, qualifier="hnb659fds")
     smoke = checks.smoke()
-    # THEN the SageMaker endpoint is waited for with the read-only role, then both are smoked as the checks role:
-    # the first through SageMaker, the second through the API server's service proxy, each after its IEC is ready
+    # THEN the SageMaker endpoint is waited for here with the read-only role, then both are smoked in the runner,
+    # started as the checks role: the first through SageMaker, the second through the API server's service proxy,
+    # each after its IEC is ready; the step's budget covers each wait and each remote run
     assert smoke is not None
     assert list(smoke.commands)[-3:] == [
         f"{HPDPD} wait --env dev --for endpoint --endpoint llama-3-3-70b --timeout 5400 --output json "
         "--profile hpdpd-read --region us-west-2",
-        f"{HPDPD} smoke --env dev --endpoint llama-3-3-70b --wait-ready 5400 --output json --profile hpdpd-checks "
+        f"{TRIGGER} --timeout 7200 -- smoke --env dev --endpoint llama-3-3-70b --wait-ready 5400 --output json "
         "--region us-west-2",
-        f"{HPDPD} smoke --env dev --endpoint second --service-proxy --wait-ready 5400 --output json "
-        "--profile hpdpd-checks --region us-west-2",
+        f"{TRIGGER} --timeout 7200 -- smoke --env dev --endpoint second --service-proxy --wait-ready 5400 "
+        "--output json --region us-west-2",
     ]
+    assert smoke.timeout is not None and smoke.timeout.to_minutes() == 30 + 90 + 2 * (90 + 30)
     assert 'aws configure set profile.hpdpd-checks.role_arn "$HPDPD_CHECKS_ROLE_ARN"' in smoke.commands
     assert dict(smoke.env) == {"HPDPD_READ_ROLE_ARN": _lookup_role("dev"),
                                "HPDPD_CHECKS_ROLE_ARN": "arn:aws:iam::111111111111:role/smoke"}
@@ -463,14 +478,15 @@ def test_verify_and_rollout_steps_need_no_hand_made_role(base_configs: dict[str,
                                source=source, qualifier="hnb659fds")
     # WHEN the cluster steps are built
     fabric, rollout = checks.kv_fabric(), checks.rollout()
-    # THEN both exist and run as the toolkit's checks role of dev
+    # THEN both exist and start dev's checks runner as the toolkit's checks role of dev
     assert fabric is not None and rollout is not None
+    drain = -(-env.endpoints[0].drain_seconds // 60)
     assert list(fabric.commands)[-1] == (
-        f'{HPDPD} verify --env dev --endpoint llama-3-3-70b --wait-ready 5400 --probe --prometheus '
-        f'"$HPDPD_PROMETHEUS_URL" --output json --profile hpdpd-checks --region us-west-2')
+        f'{TRIGGER} --timeout {(90 + 30) * 60} -- verify --env dev --endpoint llama-3-3-70b --wait-ready 5400 --probe '
+        f'--prometheus "$HPDPD_PROMETHEUS_URL" --output json --region us-west-2')
     assert list(rollout.commands)[-1] == (
-        f"{HPDPD} rollout --env dev promote --endpoint llama-3-3-70b --timeout 5400 --output json "
-        "--profile hpdpd-checks --region us-west-2")
+        f"{TRIGGER} --timeout {(90 + drain + 30) * 60} -- rollout --env dev promote --endpoint llama-3-3-70b "
+        "--timeout 5400 --probe --output json --region us-west-2")
     for step in (fabric, rollout):
         assert dict(step.env)["HPDPD_CHECKS_ROLE_ARN"] == "arn:aws:iam::111111111111:role/hpdpd-dev-checks"
     # AND without the add-on, verify measures from the logs: no workspace URL to look up
@@ -489,38 +505,44 @@ def test_verify_and_rollout_steps_need_no_hand_made_role(base_configs: dict[str,
 def test_the_pipeline_docs_describe_the_checks_role() -> None:
     text = (ROOT / "docs" / "pipeline.md").read_text()
     section = text.split("## The checks role", 1)[1].split("\n## ", 1)[0]
-    for needed in ("hpdpd-<env>-checks", "aws:PrincipalArn", "eks:DescribeCluster", "aps:QueryMetrics",
-                   "sagemaker:InvokeEndpointWithResponseStream", "checks_role_arn", "eks.operations_principals"):
+    for needed in ("hpdpd-<env>-checks", "aws:PrincipalArn", "codebuild:StartBuild", "codebuild:BatchGetBuilds",
+                   "codebuild:StopBuild", "s3:PutObject", "logs:GetLogEvents", "checks_role_arn"):
         assert needed in section, needed
-    assert "## Network reach of the cluster checks" in text
+    runner = text.split("## The checks runner", 1)[1].split("\n## ", 1)[0]
+    for needed in ("hpdpd-<env>-checks-runner", "eks:DescribeCluster", "aps:QueryMetrics",
+                   "sagemaker:InvokeEndpointWithResponseStream", "443", "NAT", "HPDPD_EXIT_CODE"):
+        assert needed in runner, needed
+    assert "## Network reach of the cluster checks" not in text
 
 
 def test_the_rollout_runs_between_the_platform_and_the_endpoints_deploys(tmp_path: Path, base_configs: dict[str, Any],
                                                                         cdk_context: dict[str, Any]) -> None:
-    # GIVEN a pipeline of dev alone, with a checks role that dev grants cluster access to
+    # GIVEN a pipeline of dev alone, whose entry names a checks role of the user's own
     role = "arn:aws:iam::111111111111:role/checks"
     config_dir = tmp_path / "config"
     config_dir.mkdir()
-    dev = copy.deepcopy(base_configs["dev"])
-    dev["eks"]["operations_principals"] = [role]
-    (config_dir / "dev.yaml").write_text(yaml.safe_dump(dev))
+    (config_dir / "dev.yaml").write_text(yaml.safe_dump(copy.deepcopy(base_configs["dev"])))
     pipeline_data = yaml.safe_load((FIXTURE_CONFIG_DIR / "pipeline.yaml").read_text())
     pipeline_data["environments"] = [{"name": "dev", "checks_role_arn": role}]
     (config_dir / "pipeline.yaml").write_text(yaml.safe_dump(pipeline_data))
     # WHEN the app with its pipeline synthesizes
-    app, _ = build_app(config_dir=config_dir, outdir=str(tmp_path / "out"), context=cdk_context)
-    template = app.synth().get_stack_by_name(pipeline_data["name"]).template
+    app, stages = build_app(config_dir=config_dir, outdir=str(tmp_path / "out"), context=cdk_context)
+    assembly = app.synth()
+    template = assembly.get_stack_by_name(pipeline_data["name"]).template
     (stage,) = [s for s in template["Resources"][next(k for k, v in template["Resources"].items()
                                                      if v["Type"] == "AWS::CodePipeline::Pipeline")]
                 ["Properties"]["Stages"] if s["Name"] == "dev"]
     order = {a["Name"]: a["RunOrder"] for a in stage["Actions"]}
-    # THEN the rollout runs after the platform stack deployed (the access it uses) and before the endpoints stack
+    # THEN the rollout runs after the platform stack deployed (the runner it starts) and before the endpoints stack
     # deploys (whose pruning apply would replace the serving generation at once)
     assert order["hpdpd-dev-platform.Deploy"] < order["hpdpd-dev-endpoints.Rollout"] < order["hpdpd-dev-endpoints.Prepare"]
+    # AND dev's platform has the runner but no checks role of the toolkit's: the user's role starts the runner
+    platform = stages["dev"].platform
+    assert platform.checks_runner is not None and platform.checks_role is None
+    assert stages["dev"].config.operations_roles == ("arn:aws:iam::111111111111:role/hpdpd-dev-checks-runner",)
 
 
-def test_synthesis_warns_when_the_cluster_checks_cannot_reach_a_private_cluster(tmp_path: Path,
-                                                                                 base_configs: dict[str, Any]) -> None:
+def test_a_private_cluster_is_checked_from_inside_its_vpc(tmp_path: Path, base_configs: dict[str, Any]) -> None:
     # GIVEN the fixture configuration with dev's API endpoint private (dev has an endpoint, so cluster checks run)
     config_dir = tmp_path / "config"
     shutil.copytree(FIXTURE_CONFIG_DIR, config_dir)
@@ -528,14 +550,12 @@ def test_synthesis_warns_when_the_cluster_checks_cannot_reach_a_private_cluster(
     dev["eks"]["endpoint_access"] = "private"
     dev["eks"].pop("public_access_cidrs")
     (config_dir / "dev.yaml").write_text(yaml.safe_dump(dev))
+    # WHEN the application reads the environments as the pipeline deploys them
     configs = [load_environment(n, config_dir) for n in ("dev", "staging", "prod")]
-    # WHEN the application collects the pipeline's warnings (app.py prints each as a `warning:` line)
-    lines = pipeline_warnings(config_dir, configs)
-    # THEN exactly one names dev's entry in pipeline.yaml and why its Rollout, Smoke and KvFabric will fail
-    assert lines == [
-        f"{config_dir / 'pipeline.yaml'}: environments[0].name: 'dev': the pipeline's cluster checks (Rollout, Smoke, "
-        "KvFabric) call the Kubernetes API from CodeBuild in the pipeline account, outside the VPC, and a private API "
-        "endpoint takes requests only from inside it: they will fail and stop the promotion of dev; see "
-        "docs/pipeline.md, 'Network reach of the cluster checks'"]
-    # AND the fixture configuration as it is (public endpoints) gets none
-    assert pipeline_warnings(None, [load_environment(n) for n in ("dev", "staging", "prod")]) == []
+    trusted, pipeline = pipeline_environments(config_dir, configs)
+    # THEN nothing is refused and nothing warns: dev gets the checks runner inside its VPC, which reaches the private
+    # endpoint, and its cluster steps only start it
+    assert pipeline is not None
+    (private,) = [c for c in trusted if c.name == "dev"]
+    assert private.eks.endpoint_access == "private" and private.checks_runner
+    assert not [w for w in private.warnings() if "pipeline" in w.message or "VPC" in w.message]

@@ -146,11 +146,6 @@ BAD_INPUT: dict[str, tuple[Mutation, str]] = {
     "a pipeline name of 41 characters": (
         lambda d: d.__setitem__("name", "p-" * 20 + "x"),
         f"name: '{'p-' * 20}x': must be 1-40 letters, digits and hyphens, starting with a letter or digit"),
-    "a checks role without access inside the cluster of an environment with endpoints": (
-        lambda d: _promotion("dev")(d).__setitem__("checks_role_arn", "arn:aws:iam::111111111111:role/other-checks"),
-        "environments[0].checks_role_arn: 'arn:aws:iam::111111111111:role/other-checks': has no access inside dev's "
-        "cluster, where the pipeline's verify, smoke and rollout steps read and write as it: add it to "
-        "eks.operations_principals in dev.yaml"),
     "a checks role in another account": (
         lambda d: _promotion("prod")(d).__setitem__("checks_role_arn", "arn:aws:iam::222222222222:role/checks"),
         "environments[2].checks_role_arn: 'arn:aws:iam::222222222222:role/checks': must be a role in the "
@@ -211,9 +206,9 @@ def test_a_missing_pipeline_file_names_itself(tmp_path: Path) -> None:
     assert line.startswith(f"{tmp_path / 'pipeline.yaml'}: <file>: '") and line.endswith(": no such file")
 
 
-def test_a_checks_role_needs_cluster_access_only_where_the_pipeline_reaches_the_cluster(
+def test_an_explicit_checks_role_needs_no_cluster_access(
         config_dir: Path, committed: dict[str, Any], base_configs: dict[str, dict[str, Any]]) -> None:
-    # GIVEN a checks role on dev (endpoints: verify and rollout run as it) and on staging (no endpoints: no cluster step)
+    # GIVEN a checks role on dev (endpoints) and on staging (no endpoints), neither in eks.operations_principals
     def roles(d: dict[str, Any]) -> None:
         _promotion("dev")(d)["checks_role_arn"] = SMOKE_ROLE
         _promotion("staging")(d)["checks_role_arn"] = "arn:aws:iam::222222222222:role/hpdpd-pipeline-checks"
@@ -222,16 +217,11 @@ def test_a_checks_role_needs_cluster_access_only_where_the_pipeline_reaches_the_
     pipeline = read_pipeline(config_dir)
     staging = load_environment("staging", config_dir)
     assert staging.endpoints == () and staging.eks.operations_principals == ()
-    # WHEN dev lists the role in eks.operations_principals, THEN both are accepted
-    granted = copy.deepcopy(base_configs["dev"])
-    granted["eks"]["operations_principals"] = ["arn:aws:iam::111111111111:role/platform/sre", SMOKE_ROLE]
-    cross_check(pipeline, [parse_environment(granted, name="dev", source="dev.yaml", base_dir=ROOT), staging],
-                config_dir=config_dir)
-    # AND WHEN dev does not, THEN the one line names pipeline.yaml's field, the role and where to add it
     plain = parse_environment(copy.deepcopy(base_configs["dev"]), name="dev", source="dev.yaml", base_dir=ROOT)
-    with pytest.raises(ConfigError) as caught:
-        cross_check(pipeline, [plain, staging], config_dir=config_dir)
-    assert str(caught.value).splitlines() == [
-        f"{config_dir / 'pipeline.yaml'}: environments[0].checks_role_arn: {render_value(SMOKE_ROLE)}: has no access "
-        "inside dev's cluster, where the pipeline's verify, smoke and rollout steps read and write as it: add it to "
-        "eks.operations_principals in dev.yaml"]
+    assert SMOKE_ROLE not in plain.eks.operations_principals
+    # WHEN the pipeline is checked against them, THEN both are accepted: the role only starts dev's checks runner,
+    # whose own role has the access inside the cluster
+    cross_check(pipeline, [plain, staging], config_dir=config_dir)
+    runner = pipeline.trusted_environment(plain)
+    assert runner.checks_runner and runner.checks_role_trust is None
+    assert runner.operations_roles == ("arn:aws:iam::111111111111:role/hpdpd-dev-checks-runner",)

@@ -59,23 +59,28 @@ def test_the_pipeline_trusts_each_environment_it_promotes_with_endpoints() -> No
     pipeline = load_pipeline()
     envs = {n: load_environment(n) for n in pipeline.order}
     trusted = {n: pipeline.trusted_environment(e) for n, e in envs.items()}
-    # THEN dev's checks role trusts the pipeline's CodeBuild role of dev's checks, and is dev's operations role
+    # THEN dev's checks role trusts the pipeline's CodeBuild role of dev's checks, and dev gets the checks runner,
+    # whose role (not the checks role) is dev's operations role
     assert pipeline.checks_trust("dev") == PIPELINE_CHECKS_DEV
-    assert trusted["dev"].checks_role_trust == PIPELINE_CHECKS_DEV
-    assert trusted["dev"].operations_roles == ("arn:aws:iam::111111111111:role/hpdpd-dev-checks",)
-    # AND the environments without endpoints get no role (no check step reaches into their clusters)
+    assert trusted["dev"].checks_role_trust == PIPELINE_CHECKS_DEV and trusted["dev"].checks_runner
+    assert trusted["dev"].operations_roles == ("arn:aws:iam::111111111111:role/hpdpd-dev-checks-runner",)
+    # AND the environments without endpoints get no role and no runner (no check step reaches into their clusters)
     assert trusted["staging"].checks_role_trust is None and trusted["prod"].operations_roles == ()
+    assert not trusted["staging"].checks_runner and not trusted["prod"].checks_runner
     # AND the trust changes nothing else of the configuration
     assert trusted["dev"].model_dump() == envs["dev"].model_dump() and envs["dev"].checks_role_trust is None
 
 
-def test_an_explicit_checks_role_means_no_toolkit_role(config_dir: Path) -> None:
+def test_an_explicit_checks_role_means_no_toolkit_role_but_still_the_runner(config_dir: Path) -> None:
+    # GIVEN dev promoted with a checks role of the user's own
     own = "arn:aws:iam::111111111111:role/platform/own-checks"
-    _edit(config_dir / "dev.yaml", lambda d: d["eks"].__setitem__("operations_principals", [own]))
     _edit(config_dir / "pipeline.yaml", lambda d: d["environments"][0].__setitem__("checks_role_arn", own))
     pipeline = load_pipeline(config_dir)
     dev = pipeline.trusted_environment(load_environment("dev", config_dir))
-    assert dev.checks_role_trust is None and dev.operations_roles == (own,)
+    # THEN the toolkit creates no checks role, but the runner that role starts; the runner's role is the operations
+    # role, the user's role needs no access inside the cluster
+    assert dev.checks_role_trust is None and dev.checks_runner
+    assert dev.operations_roles == ("arn:aws:iam::111111111111:role/hpdpd-dev-checks-runner",)
 
 
 def test_an_environment_name_too_long_for_its_role_is_refused_with_one_line(config_dir: Path) -> None:
@@ -109,17 +114,14 @@ def test_an_environment_of_another_partition_is_refused(config_dir: Path) -> Non
     assert len(lines) == 3
 
 
-def test_a_private_cluster_with_endpoints_is_a_warning_for_the_pipeline(base_configs: dict[str, Any]) -> None:
-    # GIVEN dev with a private API endpoint (CodeBuild runs the checks outside its VPC)
+def test_a_private_cluster_with_endpoints_is_checked_by_its_runner(base_configs: dict[str, Any]) -> None:
+    # GIVEN dev with a private API endpoint (the pipeline's CodeBuild runs outside its VPC)
     data = copy.deepcopy(base_configs["dev"])
     data["eks"]["endpoint_access"] = "private"
     data["eks"].pop("public_access_cidrs", None)
     dev = parse_environment(data, name="dev", source="dev.yaml", base_dir=ROOT)
     pipeline = read_pipeline()
-    # THEN the pipeline warns once, for dev, naming why its cluster checks will fail and where to read more
-    (warning,) = pipeline.environment_warnings({"dev": dev, "staging": load_environment("staging")})
-    assert (warning.path, warning.value) == ("environments[0].name", "dev")
-    assert "private API endpoint takes requests only from inside it" in warning.message
-    assert "docs/pipeline.md, 'Network reach of the cluster checks'" in warning.message
-    # AND the public endpoint of the fixture dev is no warning (its CIDRs are the user's to fit, docs/pipeline.md)
-    assert list(pipeline.environment_warnings({"dev": load_environment("dev")})) == []
+    # THEN it is promoted like any other: the checks runner inside its VPC reaches the private endpoint
+    trusted = pipeline.trusted_environment(dev)
+    assert trusted.checks_runner and trusted.checks_project_name == "hpdpd-dev-checks"
+    assert trusted.checks_runner_role_name == "hpdpd-dev-checks-runner"
