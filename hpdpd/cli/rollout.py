@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from hyperpod_dpd.ops.endpoints import configured_endpoints, select_endpoints
     from hyperpod_dpd.ops.kube import ClusterNotFound, KubeError
     from hyperpod_dpd.ops.metrics import MetricsError
-    from hyperpod_dpd.ops.rollout import Abort, Promotion, read_state, render_manifest
+    from hyperpod_dpd.ops.rollout import Abort, Promotion, read_state
 
     _check_options(args)
     env = load_environment_from_args(args)
@@ -175,6 +175,20 @@ def fabric_probe(args: argparse.Namespace, endpoint: Any, kube: Any) -> Any:
                 for c in report.checks(floor_gbps=endpoint.kv_transfer.min_gbps) if c.status == "fail"]
 
     return probe
+
+
+def render_manifest(env: Any, endpoint: Any) -> dict[str, Any]:
+    """The desired IEC exactly as the endpoints chart renders it (cdk8s; validated against the CRD)."""
+    import cdk8s
+
+    from hyperpod_dpd.k8s.charts import add_environment_charts
+
+    for chart in add_environment_charts(cdk8s.App(), env):
+        for document in chart.to_json():
+            meta = document.get("metadata") or {}
+            if document.get("kind") == "InferenceEndpointConfig" and meta.get("name") == endpoint.resource_name:
+                return dict(document)
+    raise KeyError(f"the charts of {env.name} render no IEC {endpoint.resource_name}")
 
 
 def render(action: str, data: dict[str, Any]) -> None:

@@ -122,6 +122,14 @@ class _Run:
         lease.release(keep_record=result.keep_record)
         return replace(result, state=self.state())  # as the cluster is once the lease is released
 
+    def renewing(self, lease: Lease) -> Callable[[float], None]:
+        """A sleep for the waits of others (the IEC's readiness, the probe's pods) that keeps the lease."""
+        def sleep(seconds: float) -> None:
+            self.sleep(seconds)
+            lease.renew_if_due()
+
+        return sleep
+
     def wait(self, lease: Lease, seconds: float) -> None:
         """Sleep ``seconds`` in polls, renewing the lease."""
         deadline = self.clock() + seconds
@@ -291,12 +299,7 @@ class Promotion(_Run):
         with nothing created (the serving generation keeps serving)."""
         if self.fabric is None:
             return None
-
-        def sleep(seconds: float) -> None:  # the probe waits for its pods: the lease must not expire meanwhile
-            lease.renew_if_due()
-            self.sleep(seconds)
-
-        failures = tuple(self.fabric(desired, sleep))
+        failures = tuple(self.fabric(desired, self.renewing(lease)))  # it waits for its pods: keep the lease
         lease.renew_if_due()
         if failures:
             kept = f"; {serving} keeps serving" if serving else ""
@@ -338,12 +341,8 @@ class Promotion(_Run):
         return self.result("promoted", f"{desired} is serving", rooms=rooms)
 
     def _wait_ready(self, lease: Lease, name: str) -> tuple[Outcome, str] | None:
-        def sleep(seconds: float) -> None:
-            self.sleep(seconds)
-            lease.renew_if_due()
-
         status = wait_for_iec(self.kube, name=name, namespace=self.endpoint.namespace, seconds=self.timeout_seconds,
-                              interval=self.interval_seconds, clock=self.clock, sleep=sleep)
+                              interval=self.interval_seconds, clock=self.clock, sleep=self.renewing(lease))
         if status.ready:
             return None
         if status.failed:
@@ -399,16 +398,3 @@ class Abort(_Run):
         self.policy(lease, serving, narrow=True)
         return self.result("aborted", f"{serving} keeps serving")
 
-
-def render_manifest(env: Any, endpoint: Any) -> dict[str, Any]:
-    """The desired IEC exactly as the endpoints chart renders it (cdk8s; validated against the CRD)."""
-    import cdk8s
-
-    from hyperpod_dpd.k8s.charts import add_environment_charts
-
-    for chart in add_environment_charts(cdk8s.App(), env):
-        for document in chart.to_json():
-            meta = document.get("metadata") or {}
-            if document.get("kind") == "InferenceEndpointConfig" and meta.get("name") == endpoint.resource_name:
-                return dict(document)
-    raise KeyError(f"the charts of {env.name} render no IEC {endpoint.resource_name}")
