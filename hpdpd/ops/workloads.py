@@ -26,7 +26,6 @@ from hyperpod_dpd.catalogue.operator import (
     INFERENCE_NAMESPACE,
 )
 from hyperpod_dpd.ops.kube import IEC_GROUP, IEC_PLURAL, IEC_VERSION, Kube, KubeError, iec_path
-from hyperpod_dpd.ops.pod_api import read_log
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 ROUTER_CONTAINER = "router-container"
@@ -177,8 +176,17 @@ def pod_log(kube: Kube, pod: Pod, *, container: str | None = None, since_seconds
     """The recent log of a pod's container (the role's vLLM container by default)."""
     chosen = container or next((c for c in pod.containers if c.startswith(("prefill-", "decode-"))),
                                pod.containers[0] if pod.containers else None)
-    return read_log(kube, namespace=pod.namespace, name=pod.name, container=chosen, since_seconds=since_seconds,
-                    tail_lines=tail_lines)
+    options: dict[str, Any] = {"_preload_content": False, "_request_timeout": kube.timeout}
+    if chosen:
+        options["container"] = chosen
+    if since_seconds:
+        options["since_seconds"] = max(1, int(since_seconds))
+    if tail_lines:
+        options["tail_lines"] = tail_lines
+    text = kube.call(f"read the log of pod {pod.namespace}/{pod.name}", lambda api: _core(api)
+                     .read_namespaced_pod_log(pod.name, pod.namespace, **options),
+                     permission=f"get on pods/log in namespace {pod.namespace}")
+    return text if isinstance(text, str) else ""
 
 
 def warning_events(kube: Kube, *, namespace: str, names: set[str]) -> list[str]:
