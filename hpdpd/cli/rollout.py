@@ -1,6 +1,6 @@
 """``hpdpd rollout status|promote|abort --env NAME --endpoint NAME``: blue/green IEC generations.
 
-Exit codes: 0 steady, promoted, aborted or nothing to do; 1 a rollout is pending, in progress or interrupted
+Exit codes: 0 steady, promoted, aborted or nothing to do; 1 a rollout is pending, in progress or interrupted, or the endpoint is down
 (status), refused (no room, another rollout holds the lease, a fixed SageMaker endpoint name), failed its checks,
 failed or timed out; 2 could not run (the cluster could not be read or written: denied, unreachable, timed out; bad
 options; one line).

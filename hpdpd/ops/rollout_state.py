@@ -10,8 +10,11 @@ points at; the *desired* one is what the configuration renders now. Phases (``hp
 * ``nothing``: no generation, no client Service, no record: the endpoint is not deployed yet;
 * ``pending``: another generation serves and the desired one is not created;
 * ``in-progress``: a promote holds the lease, or two generations run;
-* ``interrupted``: a promote stopped before it finished (its record is left), or the client Service exists but
-  points at no generation of the endpoint (nothing serves): ``hpdpd rollout promote`` finishes it.
+* ``interrupted``: a promote stopped before it finished (its record is left) while a generation still serves:
+  ``hpdpd rollout promote`` finishes it;
+* ``down``: the client Service or a generation exists, but the Service points at no generation of the endpoint:
+  nothing serves (an ``--in-place`` promote between its delete and the new generation, killed or still running, or
+  a Service re-pointed by hand). ``hpdpd rollout promote`` creates and switches to the configured generation.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from hyperpod_dpd.ops.rollout_lease import LeaseRecord, read_lease, utc_now
 from hyperpod_dpd.ops.rollout_room import Room
 from hyperpod_dpd.ops.workloads import endpoint_iecs, get_service
 
-Phase = Literal["steady", "nothing", "pending", "in-progress", "interrupted"]
+Phase = Literal["steady", "nothing", "pending", "in-progress", "interrupted", "down"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,12 +72,14 @@ class RolloutState:
     def phase(self) -> Phase:
         if self.lease_problem:
             return "interrupted"
+        if self.serving is None and (self.generations or self.service_exists):
+            return "down"  # whatever a lease says: nothing serves, and that is what an operator must hear first
         if self.lease_live:
             return "in-progress"
         if self.lease is not None:
             return "interrupted"
         if self.serving is None:
-            return "nothing" if not self.generations and not self.service_exists else "interrupted"
+            return "nothing"
         if self.serving == self.desired:
             return "steady" if not self.others else "in-progress"
         return "in-progress" if self.desired_generation else "pending"
@@ -89,14 +94,17 @@ class RolloutState:
             return (f"a promote is running: {lease.holder} holds the rollout lease until {_when(lease.expires)} "
                     f"({lease.describe()})")
         if phase == "interrupted" and lease is not None:
-            serving = f"{self.serving} serves" if self.serving else "no generation serves"
-            return (f"a {lease.describe()}, stopped before it finished ({serving}): run 'hpdpd rollout promote' to "
-                    "finish it")
-        if phase == "interrupted":
+            return (f"a {lease.describe()}, stopped before it finished ({self.serving} serves): run 'hpdpd rollout "
+                    "promote' to finish it")
+        if phase == "down":
             names = ", ".join(g.name for g in self.generations) or "none exists"
-            return (f"no generation serves: the client Service points at {self.service_target or 'nothing'}, which "
-                    f"is none of the endpoint's generations ({names}): run 'hpdpd rollout promote' to create and "
-                    f"switch to {self.desired}")
+            why = ""
+            if lease is not None:
+                why = (f"; a {lease.describe()} is running ({lease.holder} holds the lease until "
+                       f"{_when(lease.expires)})" if self.lease_live else f"; a {lease.describe()} stopped there")
+            return (f"DOWN: no generation serves: the client Service points at {self.service_target or 'nothing'}, "
+                    f"which is none of the endpoint's generations ({names}){why}: run 'hpdpd rollout promote' to "
+                    f"create and switch to {self.desired}")
         return {"steady": f"{self.desired} is serving{self.name_drift()}",
                 "nothing": "no generation is serving yet: the deploy creates the endpoint",
                 "pending": f"{self.serving} is serving; {self.desired} (configured) is not created yet: run "

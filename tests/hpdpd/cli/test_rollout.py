@@ -248,7 +248,7 @@ def test_an_in_place_promote_stopped_after_its_delete_is_reported_and_finished(
     assert code == 2 and err.count("\n") == 1 and "500" in err and fake.iecs == {}
     # THEN status does not call that "nothing": it names the stopped promote and what to run
     code, data, _ = run_json(capsys, rollout("status", cluster))
-    assert code == 1 and data["phase"] == "interrupted" and data["lease"]["mode"] == "in-place"
+    assert code == 1 and data["phase"] == "down" and data["lease"]["mode"] == "in-place"
     assert f"in-place promote from {OLD} to {NEW}" in data["message"] and "hpdpd rollout promote" in data["message"]
     # AND abort explains that nothing is left to fall back to
     code, data, _ = run_json(capsys, rollout("abort", cluster))

@@ -52,15 +52,15 @@ def _only_new(fake: kube_api.FakeKube) -> None:
     (_only_new, "steady", [f"{NEW} is serving"]),
     (lambda fake: (fake.iecs.clear(), fake.services.clear()), "nothing", ["the deploy creates the endpoint"]),
     # the client Service exists but no generation does: something is broken, not "nothing to do"
-    (lambda fake: fake.iecs.clear(), "interrupted", [f"points at {rc.host(OLD, NS)}", "none exists",
-                                                      f"'hpdpd rollout promote' to create and switch to {NEW}"]),
+    (lambda fake: fake.iecs.clear(), "down", ["DOWN: no generation serves", f"points at {rc.host(OLD, NS)}",
+                                               "none exists", f"'hpdpd rollout promote' to create and switch to {NEW}"]),
     (lambda fake: _annotate(fake, _record("ci-7", expires_in=120)), "in-progress",
      ["a promote is running: ci-7 holds the rollout lease until 2026-12-01T12:02:00Z"]),
     # an in-place promote killed after its delete: nothing serves, and the record says what to finish
     (lambda fake: (fake.iecs.clear(), _annotate(fake, _record("ci-7", expires_in=-1, step=f"deleted {OLD}",
-                                                               mode="in-place"))), "interrupted",
-     [f"in-place promote from {OLD} to {NEW}, last step: deleted {OLD}", "no generation serves",
-      "run 'hpdpd rollout promote' to finish it"]),
+                                                               mode="in-place"))), "down",
+     ["DOWN: no generation serves", f"in-place promote from {OLD} to {NEW}, last step: deleted {OLD} stopped there",
+      f"run 'hpdpd rollout promote' to create and switch to {NEW}"]),
     (lambda fake: _annotate(fake, "not json"), "interrupted", ["is not a rollout lease (not JSON"]),
 ], ids=["pending", "beside", "steady", "nothing", "service-without-generation", "live-lease", "stopped-in-place",
         "unreadable"])
