@@ -1,7 +1,13 @@
-"""HyperPodDependencies: the HyperPod dependencies Helm chart, installed before the HyperPod cluster."""
+"""HyperPodDependencies: the HyperPod dependencies Helm chart, installed before the HyperPod cluster, pinned by digest.
+
+Upstream publishes the chart to no Helm repository and never changes its version, so the chart is identified by the
+commit it is packaged from (``HYPERPOD_CHART_COMMIT``) and by the digest of what was packaged: checked at deploy for
+an ECR mirror (:class:`~hyperpod_dpd.infra.chart_digest.ChartDigestCheck`), at synth for a local directory.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,13 +20,16 @@ from constructs import Construct
 
 from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
 from hyperpod_dpd.catalogue.versions import (
+    DIGEST_PATTERN,
     HYPERPOD_CHART_NAME,
     HYPERPOD_CHART_NAMESPACE,
     HYPERPOD_CHART_RELEASE,
     HYPERPOD_CHART_VERSION,
 )
+from hyperpod_dpd.config.dependencies_chart import ChartDirectoryError, directory_digest, ecr_chart
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import guardrails, nag
+from hyperpod_dpd.infra.chart_digest import ChartDigestCheck
 
 HEALTH_TAINT_TOLERATION = {
     "key": "sagemaker.amazonaws.com/node-health-status", "operator": "Equal",
@@ -49,10 +58,12 @@ class DependencyComponents:
 class HyperPodDependencies(Construct):
     """The HyperPod dependencies chart (``helm_chart/HyperPodHelmChart`` of aws/sagemaker-hyperpod-cli).
 
-    The chart is published to no Helm repository, so it comes either from an OCI registry the user mirrors it to
-    (``repository``; nothing is needed at synth time) or from a local chart directory shipped as an asset
-    (``local_path``). Values are typed: region, and the device-plugin allow-lists generated from the declared
-    GPU instance types (lists in Helm values replace, they do not merge).
+    The chart is published to no Helm repository, so it comes either from an ECR private registry the user mirrors
+    it to (``repository``, where ``helm push`` put it; nothing is needed at synth time) or from a local chart directory
+    shipped as an asset (``local_path``). ``digest`` is required with both: the manifest digest ``helm push`` printed,
+    which ``DigestCheck`` compares with ECR's before Helm runs, or :func:`directory_digest` of the directory, compared
+    here. Values are typed: region, and the device-plugin allow-lists generated from the declared GPU instance types
+    (lists in Helm values replace, they do not merge).
 
     The primary child (``Resource``) is the ``HelmChart``; make the HyperPod cluster depend on this construct.
     """
@@ -67,6 +78,7 @@ class HyperPodDependencies(Construct):
         gpu_instance_types: Sequence[str],
         repository: str | None = None,
         local_path: Path | None = None,
+        digest: str | None = None,
         version: str = HYPERPOD_CHART_VERSION,
         components: DependencyComponents = DependencyComponents(),
         timeout: cdk.Duration = cdk.Duration.minutes(15),
@@ -78,11 +90,17 @@ class HyperPodDependencies(Construct):
         if (repository is None) == (local_path is None):
             given = [name for name, value in (("repository", repository), ("local_path", local_path)) if value is not None]
             raise ConfigError.single(None, "HyperPodDependencies", given, "pass exactly one of 'repository' or 'local_path'")
-        if repository is not None and not repository.startswith("oci://"):
-            raise ConfigError.single(None, "HyperPodDependencies.repository", repository, "must be an oci:// registry URL")
-        if local_path is not None and not (local_path / "Chart.yaml").is_file():
-            raise ConfigError.single(None, "HyperPodDependencies.local_path", str(local_path),
-                                     "must be a chart directory containing Chart.yaml")
+        ecr = ecr_chart(repository) if repository is not None else None
+        if repository is not None and ecr is None:
+            raise ConfigError.single(None, "HyperPodDependencies.repository", repository,
+                                     "must be an ECR private registry, oci://<account>.dkr.ecr.<region>.amazonaws.com"
+                                     "[/<path>]: the chart's digest is checked at deploy through ECR")
+        if digest is None or not re.fullmatch(DIGEST_PATTERN, digest):
+            raise ConfigError.single(None, "HyperPodDependencies.digest", digest,
+                                     "must be the chart's sha256:<64 hex> digest (helm push's for a repository, the "
+                                     "directory's for local_path)")
+        if local_path is not None:
+            _check_directory(local_path, digest)
         unknown = [t for t in gpu_instance_types if t not in INSTANCE_TYPES or not INSTANCE_TYPES[t].is_gpu]
         if unknown or not gpu_instance_types:
             raise ConfigError.single(None, "HyperPodDependencies.gpu_instance_types", list(gpu_instance_types),
@@ -92,14 +110,25 @@ class HyperPodDependencies(Construct):
         self.values = self.chart_values(region, self.gpu_instance_types, components, gpu_taints)
 
         source: dict[str, Any]
-        if repository is not None:
-            source = {"chart": HYPERPOD_CHART_NAME, "repository": repository, "version": version}
+        if ecr is not None:
+            # aws-cdk-lib's Helm handler pulls ``Repository`` itself (helm pull <Repository> --version <Version>) and
+            # reads no ``Chart`` for an oci:// repository, so Repository is the chart's own reference.
+            source = {"chart": HYPERPOD_CHART_NAME, "repository": ecr.reference, "version": version}
         else:
             assert local_path is not None
             source = {"chart_asset": s3_assets.Asset(self, "ChartAsset", path=str(local_path))}
         self.chart = eks.HelmChart(
             self, "Resource", cluster=cluster, release=HYPERPOD_CHART_RELEASE, namespace=HYPERPOD_CHART_NAMESPACE,
             values=self.values, timeout=timeout, wait=False, atomic=False, removal_policy=removal_policy, **source)
+        self.digest = digest
+        self.digest_check: ChartDigestCheck | None = None
+        if ecr is not None:
+            self.digest_check = ChartDigestCheck(
+                self, "DigestCheck", chart=ecr, tag=version, digest=digest, removal_policy=removal_policy,
+                chart_properties={"release": HYPERPOD_CHART_RELEASE, "namespace": HYPERPOD_CHART_NAMESPACE,
+                                  "repository": ecr.reference, "version": version, "values": self.values,
+                                  "timeout": timeout.to_seconds()})
+            self.chart.node.add_dependency(self.digest_check.resource)
         if local_path is not None:
             self._acknowledge_asset_read(cluster)
 
@@ -152,3 +181,14 @@ class HyperPodDependencies(Construct):
                                 HEALTH_TAINT_TOLERATION, *extra],
             },
         }
+
+
+def _check_directory(local_path: Path, digest: str) -> None:
+    """The local chart is what was reviewed: its directory digest is the recorded one (at synth, before the asset)."""
+    try:
+        found = directory_digest(local_path)
+    except (ChartDirectoryError, OSError) as error:
+        raise ConfigError.single(None, "HyperPodDependencies.local_path", str(local_path), str(error)) from error
+    if found != digest:
+        raise ConfigError.single(None, "HyperPodDependencies.digest", digest,
+                                 f"{local_path} hashes to {found}: the chart changed since its digest was recorded")

@@ -1,4 +1,4 @@
-"""Pinned versions and minimums: EKS, core add-ons, kubectl layers, HyperPod charts.
+"""Pinned versions and minimums: EKS, core add-ons, kubectl layers, the HyperPod dependencies chart (by commit).
 
 EKS add-on versions are pinned per Kubernetes minor; ``hpdpd preflight`` compares them with what
 ``DescribeAddonVersions`` offers in the target account, because AWS publishes new builds often.
@@ -109,9 +109,20 @@ CORE_ADDONS: tuple[CoreAddon, ...] = (
     CoreAddon("eks-pod-identity-agent", _same("v1.3.9-eksbuild.3")),
 )
 
-# HyperPod dependencies Helm chart (aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart``); it is not
-# published to any Helm repository, so it is pinned to a commit and mirrored by the user (aws/sagemaker-hyperpod-cli, helm_chart/readme.md).
-HYPERPOD_CHART_NAME = "hyperpod-helm-chart"
+# HyperPod dependencies Helm chart (aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart``). It is published to no
+# Helm repository (aws/sagemaker-hyperpod-cli, helm_chart/readme.md: install from a clone), and its Chart.yaml has said
+# ``version: 0.1.0`` since it was added (2024-09-09) through all 19 commits that changed it and the 73 that changed the
+# chart (git log of that repository up to this commit), so the version names no content: the commit does. The user mirrors the
+# chart packaged at this commit and records the digest of what was packaged (``hyperpod.dependencies_chart.digest``).
+# Commit 011ca927 of 2026-06-22 ("Add space getting-started reference (#432)"); its Chart.yaml is blob eebee375
+# (infra/charts/hyperpod-helm-chart/SOURCES.md).
+HYPERPOD_CHART_SOURCE = "https://github.com/aws/sagemaker-hyperpod-cli"
+HYPERPOD_CHART_PATH = "helm_chart/HyperPodHelmChart"
+HYPERPOD_CHART_COMMIT = "011ca927123e02b35a399935bbb3ab1905fe33c7"
+HYPERPOD_CHART_NAME = "hyperpod-helm-chart"  # ``name`` of its Chart.yaml: the last path element of the OCI reference
 HYPERPOD_CHART_VERSION = "0.1.0"
 HYPERPOD_CHART_RELEASE = "dependencies"
 HYPERPOD_CHART_NAMESPACE = "kube-system"
+# A digest as OCI and ECR write it: ``sha256:`` and 64 lower-case hex digits (ECR ImageDetail.imageDigest, "the sha256
+# digest of the image manifest"; the ``Digest:`` line ``helm push`` prints).
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES
 from hyperpod_dpd.catalogue.operator import DPD_ROLES
-from hyperpod_dpd.catalogue.versions import HYPERPOD_CHART_VERSION
 from hyperpod_dpd.config.base import AvailabilityZone, Model, join
+from hyperpod_dpd.config.dependencies_chart import DependenciesChart
 from hyperpod_dpd.config.names import (
     HyperPodClusterName,
     InstanceGroupName,
@@ -260,30 +260,6 @@ class InstanceGroup(Model):
             if problem:
                 yield Issue(join(join(path, "labels"), key), self.labels[key],
                             f"{problem} (the group's NodePool carries its labels); use another label domain")
-
-
-class DependenciesChart(Model):
-    """Where the HyperPod dependencies Helm chart comes from: an OCI mirror, or a local directory shipped as an asset."""
-
-    repository: str | None = Field(default=None, pattern=r"^oci://[a-z0-9.-]+(:\d+)?(/[a-z0-9._/-]+)?$")
-    version: str = HYPERPOD_CHART_VERSION
-    local_path: str | None = None
-    timeout_minutes: int = Field(default=15, ge=1, le=15)
-
-    @model_validator(mode="after")
-    def _one_source(self) -> DependenciesChart:
-        if (self.repository is None) == (self.local_path is None):
-            raise ValueError("set exactly one of 'repository' (an oci:// mirror) or 'local_path' (a chart directory)")
-        return self
-
-    def issues(self, root: Any, path: str) -> Iterator[Issue]:
-        if self.local_path is not None:
-            chart = root.resolve_path(self.local_path) / "Chart.yaml"
-            if not chart.is_file():
-                yield Issue(join(path, "local_path"), self.local_path,
-                            f"must be a chart directory containing Chart.yaml (looked for {chart}); "
-                            "copy the HyperPod dependencies chart there (with 'helm dependency build' run in it) or use an oci:// "
-                            "repository")
 
 
 class HyperPodConfig(Model):

@@ -1,4 +1,5 @@
-"""HyperPodDependencies: the pinned dependencies chart with typed values and allow-lists from the declared groups."""
+"""HyperPodDependencies: the dependencies chart pinned by digest (checked at deploy for an ECR mirror, at synth for a
+local directory), with typed values and allow-lists from the declared groups."""
 
 from __future__ import annotations
 
@@ -14,10 +15,18 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Template
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 
+from hyperpod_dpd.catalogue.versions import HYPERPOD_CHART_COMMIT
+from hyperpod_dpd.config import load_environment
+from hyperpod_dpd.config.dependencies_chart import directory_digest
 from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.infra.chart_digest import ACTIONS, RESOURCE_TYPE, RUNTIME
+from hyperpod_dpd.infra.handlers.chart_digest import index as digest_handler
 from hyperpod_dpd.infra.hyperpod_dependencies import DependencyComponents, HyperPodDependencies
+from tests.paths import FIXTURE_CONFIG_DIR
 
 CHART_DIR = Path(__file__).resolve().parents[2] / "infra" / "charts" / "hyperpod-helm-chart"
+MIRROR = "oci://222222222222.dkr.ecr.us-east-1.amazonaws.com/hyperpod-dpd"
+DIGEST = "sha256:" + "3c" * 32
 
 
 def _chart(template: dict[str, Any]) -> dict[str, Any]:
@@ -30,11 +39,23 @@ def dev_chart(synthesized) -> dict[str, Any]:
     return _chart(synthesized.template("dev", "platform"))
 
 
-def test_chart_comes_from_the_oci_mirror_at_the_pinned_version(dev_chart: dict[str, Any]) -> None:
-    assert dev_chart["Chart"] == "hyperpod-helm-chart"
-    assert dev_chart["Repository"] == "oci://111111111111.dkr.ecr.us-west-2.amazonaws.com/hyperpod-dpd"
-    assert dev_chart["Version"] == yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())["version"]
-    assert (dev_chart["Release"], dev_chart["Namespace"]) == ("dependencies", "kube-system")
+def test_chart_comes_from_the_ecr_mirror_at_the_pinned_version_after_its_digest_check(synthesized) -> None:
+    # GIVEN dev's chart, mirrored with 'helm push <tgz> <repository>' WHEN dev's platform synthesizes
+    configured = load_environment("dev", FIXTURE_CONFIG_DIR).hyperpod.dependencies_chart
+    template = synthesized.template("dev", "platform")
+    chart_id, chart = next((k, v) for k, v in template["Resources"].items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart")
+    # THEN Helm pulls the chart's own reference (where helm push put it) at the version of the pinned Chart.yaml ...
+    properties = chart["Properties"]
+    assert properties["Repository"] == f"{configured.repository}/hyperpod-helm-chart"
+    assert properties["Version"] == yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())["version"]
+    assert (properties["Release"], properties["Namespace"]) == ("dependencies", "kube-system")
+    # ... only once the check has found the recorded digest under that tag in that ECR repository
+    (check_id, check), = [(k, v) for k, v in template["Resources"].items() if v["Type"] == RESOURCE_TYPE]
+    assert check_id in chart["DependsOn"]
+    assert {k: check["Properties"][k] for k in ("RegistryId", "Region", "RepositoryName", "Tag", "Digest")} == {
+        "RegistryId": "111111111111", "Region": "us-west-2", "RepositoryName": "hyperpod-dpd/hyperpod-helm-chart",
+        "Tag": properties["Version"], "Digest": configured.digest}
+    assert check["Properties"]["SourceCommit"] == HYPERPOD_CHART_COMMIT
 
 
 def test_region_is_set_explicitly_for_the_health_agent(dev_chart: dict[str, Any]) -> None:
@@ -92,25 +113,53 @@ def cluster() -> eks.Cluster:
                        kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV35Layer(stack, "L")))
 
 
-def test_local_chart_directory_is_shipped_as_an_asset(cluster: eks.Cluster, tmp_path: Path) -> None:
-    # GIVEN a local chart checkout
-    (tmp_path / "Chart.yaml").write_text("apiVersion: v2\nname: hyperpod-helm-chart\nversion: 0.1.0\n")
+def _local_chart(directory: Path) -> Path:
+    directory.mkdir()
+    (directory / "Chart.yaml").write_text("apiVersion: v2\nname: hyperpod-helm-chart\nversion: 0.1.0\n")
+    (directory / "charts").mkdir()
+    (directory / "charts" / "nvidia-device-plugin-0.16.1.tgz").write_bytes(b"fetched by helm dependency update")
+    return directory
+
+
+def test_local_chart_directory_is_shipped_as_an_asset_when_it_is_the_recorded_one(cluster: eks.Cluster,
+                                                                                   tmp_path: Path) -> None:
+    # GIVEN a local chart checkout and the digest recorded when it was reviewed
+    chart = _local_chart(tmp_path / "chart")
     # WHEN the dependencies come from it
     deps = HyperPodDependencies(cluster, "LocalDeps", cluster=cluster, region="us-west-2",
-                                gpu_instance_types=["ml.p5.48xlarge"], local_path=tmp_path)
-    # THEN the chart is an S3 asset, not a repository
-    assert deps.node.try_find_child("ChartAsset") is not None
+                                gpu_instance_types=["ml.p5.48xlarge"], local_path=chart, digest=directory_digest(chart))
+    # THEN the chart is an S3 asset, not a repository, and nothing is checked at deploy (it was checked here)
+    assert deps.node.try_find_child("ChartAsset") is not None and deps.digest_check is None
     template = Template.from_stack(cdk.Stack.of(cluster))
     charts = template.find_resources("Custom::AWSCDK-EKS-HelmChart")
     local = [c for c in charts.values() if "ChartAssetURL" in c["Properties"]]
     assert len(local) == 1 and "Repository" not in local[0]["Properties"]
 
 
+def test_a_local_chart_that_changed_since_its_digest_was_recorded_is_refused(cluster: eks.Cluster,
+                                                                              tmp_path: Path) -> None:
+    # GIVEN a reviewed chart directory, then one byte of a fetched sub-chart changed
+    chart = _local_chart(tmp_path / "chart")
+    recorded = directory_digest(chart)
+    (chart / "charts" / "nvidia-device-plugin-0.16.1.tgz").write_bytes(b"fetched by helm dependency update!")
+    # WHEN it is used with the recorded digest THEN synthesis stops, naming both digests, before anything is made
+    with pytest.raises(ConfigError, match=rf"HyperPodDependencies.digest: '{recorded}': .* hashes to "
+                                          rf"{directory_digest(chart)}"):
+        HyperPodDependencies(cluster, "Changed", cluster=cluster, region="us-west-2",
+                             gpu_instance_types=["ml.p5.48xlarge"], local_path=chart, digest=recorded)
+    assert cluster.node.try_find_child("Changed") is None
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({}, r"HyperPodDependencies: \[\]: pass exactly one of 'repository' or 'local_path'"),
-    ({"repository": "https://example.com/charts"}, "repository: 'https://example.com/charts': must be an oci:// registry URL"),
-    ({"local_path": Path("/nonexistent/chart")}, "local_path: '/nonexistent/chart': must be a chart directory"),
-    ({"repository": "oci://r.example.com/x", "gpu_instance_types": ["ml.m5.large"]}, "must list at least one GPU instance type"),
+    ({"repository": "https://example.com/charts", "digest": DIGEST},
+     "repository: 'https://example.com/charts': must be an ECR private registry"),
+    ({"repository": "oci://r.example.com/x", "digest": DIGEST}, "repository: 'oci://r.example.com/x': must be an ECR"),
+    ({"repository": MIRROR}, "HyperPodDependencies.digest: null: must be the chart's sha256:<64 hex> digest"),
+    ({"repository": MIRROR, "digest": "sha256:abc"}, "HyperPodDependencies.digest: 'sha256:abc': must be"),
+    ({"local_path": Path("/nonexistent/chart"), "digest": DIGEST}, "local_path: '/nonexistent/chart': .*cannot be read"),
+    ({"repository": MIRROR, "digest": DIGEST, "gpu_instance_types": ["ml.m5.large"]},
+     "must list at least one GPU instance type"),
 ])
 def test_bad_props_are_rejected_before_anything_is_made(cluster: eks.Cluster, kwargs: dict[str, Any], message: str) -> None:
     props = {"cluster": cluster, "region": "us-west-2", "gpu_instance_types": ["ml.p5.48xlarge"], **kwargs}
@@ -133,28 +182,68 @@ def test_device_plugins_tolerate_the_taints_of_the_gpu_groups() -> None:
     assert all(t["key"] != "soft" for t in values["nvidia-device-plugin"]["tolerations"])
 
 
-def test_a_local_chart_passes_the_guardrails(tmp_path) -> None:
-    from pathlib import Path
-
-    import aws_cdk as cdk
-
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Both sources on an EKS cluster as the platform makes it, synthesized once with every guardrail applied."""
     from hyperpod_dpd.config import CreateVpc
-    from hyperpod_dpd.infra import EfaNetwork, HyperPodDependencies, HyperPodEksCluster, apply_guardrails
+    from hyperpod_dpd.infra import EfaNetwork, HyperPodEksCluster, apply_guardrails
     from hyperpod_dpd.infra.feature_flags import FEATURE_FLAGS
-    from tests.paths import ROOT
 
-    # GIVEN the dependencies chart from a local directory (an asset the kubectl handler downloads)
-    app = cdk.App(outdir=str(tmp_path), context={
+    outdir = tmp_path_factory.mktemp("guarded")
+    app = cdk.App(outdir=str(outdir), context={
         **FEATURE_FLAGS, "@aws-cdk/core:enablePartitionLiterals": True,
         "availability-zones:account=111111111111:region=us-west-2": ["us-west-2a", "us-west-2b"]})
-    stack = cdk.Stack(app, "LocalChart", env=cdk.Environment(account="111111111111", region="us-west-2"))
-    network = EfaNetwork(stack, "Network", gpu_availability_zone="us-west-2a",
-                         create=CreateVpc(availability_zones=("us-west-2a", "us-west-2b")))
-    eks_cluster = HyperPodEksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, cluster_name="c",
-                                     version="1.34", security_group=network.efa_security_group,
-                                     public_access_cidrs=["198.51.100.0/24"])
-    HyperPodDependencies(stack, "Deps", cluster=eks_cluster.cluster, region="us-west-2",
-                         gpu_instance_types=["ml.p5.48xlarge"], local_path=Path(ROOT / "infra/charts/hyperpod-helm-chart"))
+    sources = {"LocalChart": {"local_path": CHART_DIR, "digest": directory_digest(CHART_DIR)},
+               "MirroredChart": {"repository": MIRROR, "digest": DIGEST}}
+    for name, source in sources.items():
+        stack = cdk.Stack(app, name, env=cdk.Environment(account="111111111111", region="us-west-2"))
+        network = EfaNetwork(stack, "Network", gpu_availability_zone="us-west-2a",
+                             create=CreateVpc(availability_zones=("us-west-2a", "us-west-2b")))
+        eks_cluster = HyperPodEksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, cluster_name="c",
+                                         version="1.34", security_group=network.efa_security_group,
+                                         public_access_cidrs=["198.51.100.0/24"])
+        HyperPodDependencies(stack, "Deps", cluster=eks_cluster.cluster, region="us-west-2",
+                             gpu_instance_types=["ml.p5.48xlarge"], **source)
     apply_guardrails(app)
-    # WHEN it synthesizes THEN the asset grant's findings are acknowledged with reasons, nothing else is found
+    # WHEN they synthesize THEN the only findings (the asset grant's) are acknowledged with reasons (else synth raises)
     app.synth()
+    return {name: json.loads((outdir / f"{name}.template.json").read_text()) for name in sources}
+
+
+def test_both_sources_pass_the_guardrails(guarded: dict[str, dict[str, Any]]) -> None:
+    # THEN both templates were written, the local one without a deploy-time check
+    assert not [r for r in guarded["LocalChart"]["Resources"].values() if r["Type"] == RESOURCE_TYPE]
+    assert len([r for r in guarded["MirroredChart"]["Resources"].values() if r["Type"] == RESOURCE_TYPE]) == 1
+
+
+def test_the_digest_check_may_only_describe_the_chart_repository(guarded: dict[str, dict[str, Any]]) -> None:
+    resources = guarded["MirroredChart"]["Resources"]
+    (check,) = [r for r in resources.values() if r["Type"] == RESOURCE_TYPE]
+    function_id = check["Properties"]["ServiceToken"]["Fn::GetAtt"][0]
+    function = resources[function_id]["Properties"]
+    role_id = function["Role"]["Fn::GetAtt"][0]
+    statements = [s for r in resources.values() if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in
+                  r["Properties"]["Roles"] for s in r["Properties"]["PolicyDocument"]["Statement"]]
+    # THEN the check's role may describe the chart's repository in the mirror's account and Region, and write its logs
+    ecr = [s for s in statements if any(a.startswith("ecr:") for a in s["Action"])]
+    assert ecr == [{"Sid": "DescribeTheChartRepository", "Effect": "Allow", "Action": sorted(ACTIONS),
+                    "Resource": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"},
+                                                   ":ecr:us-east-1:222222222222:repository/hyperpod-dpd/"
+                                                   "hyperpod-helm-chart"]]}}]
+    assert all(a.startswith(("ecr:Describe", "logs:")) for s in statements for a in s["Action"])
+    # AND the function is the handler whose properties the resource carries
+    assert function["Runtime"] == RUNTIME.name and function["Handler"] == "index.handler"
+    assert set(digest_handler.PROPERTIES) <= set(check["Properties"])
+
+
+def test_any_change_to_the_chart_checks_the_digest_again(cluster: eks.Cluster) -> None:
+    # GIVEN the same mirror with values for other GPU types (an update of the Helm release)
+    first = HyperPodDependencies(cluster, "First", cluster=cluster, region="us-west-2",
+                                 gpu_instance_types=["ml.p5.48xlarge"], repository=MIRROR, digest=DIGEST)
+    second = HyperPodDependencies(cluster, "Second", cluster=cluster, region="us-west-2",
+                                  gpu_instance_types=["ml.p5en.48xlarge"], repository=MIRROR, digest=DIGEST)
+    # THEN the checks' properties differ too, so CloudFormation updates the check (which runs it) before Helm runs
+    assert first.digest_check is not None and second.digest_check is not None
+    assert first.digest_check.properties["ChartFingerprint"] != second.digest_check.properties["ChartFingerprint"]
+    assert {k: v for k, v in first.digest_check.properties.items() if k != "ChartFingerprint"} == \
+        {k: v for k, v in second.digest_check.properties.items() if k != "ChartFingerprint"}
