@@ -5,18 +5,42 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import aws_cdk as cdk
-
 from hyperpod_dpd.config import EnvironmentConfig, load_all
-from hyperpod_dpd.config.pipeline import PipelineConfig, cross_check, pipeline_file, read_pipeline
-from hyperpod_dpd.errors import HpdpdError
-from hyperpod_dpd.infra.platform import availability_zone_context
-from hyperpod_dpd.stacks.environment_stage import EnvironmentStage
-from hyperpod_dpd.stacks.pipeline_stack import PIPELINE_ID, PipelineStack, pinned_cli_version
+from hyperpod_dpd.errors import ConfigError, HpdpdError
+from hyperpod_dpd.node_runtime import fit_node_to_machine
+
+
+def load_selected() -> list[EnvironmentConfig] | None:
+    """The selected environments (``$HPDPD_ENVIRONMENTS``, else every file), or None once each problem is printed as
+    one ``error:`` line on stderr. An empty or missing configuration directory is a problem. Imports no CDK."""
+    try:
+        return load_all()
+    except HpdpdError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+if __name__ == "__main__":
+    # `python -m hyperpod_dpd.stacks.application --check`: a bad configuration is refused before the CDK and its Node
+    # process start (a fraction of a second instead of the CDK's import), and Node is fitted to the machine before
+    # jsii starts it, as app.py does.
+    if sys.argv[1:] == ["--check"] and load_selected() is None:
+        sys.exit(2)
+    fit_node_to_machine()
+
+import aws_cdk as cdk  # noqa: E402 - after the configuration is checked and the Node options are set
+
+from hyperpod_dpd.config.files import present  # noqa: E402
+from hyperpod_dpd.config.pipeline import PipelineConfig, cross_check, pipeline_file, read_pipeline  # noqa: E402
+from hyperpod_dpd.config.template_limits import template_limit_issues  # noqa: E402
+from hyperpod_dpd.infra.platform import availability_zone_context  # noqa: E402
+from hyperpod_dpd.stacks.environment_stage import EnvironmentStage  # noqa: E402
+from hyperpod_dpd.stacks.pipeline_stack import PIPELINE_ID, PipelineStack, pinned_cli_version  # noqa: E402
 
 
 def cdk_json_context(root: Path | None = None) -> dict[str, Any]:
@@ -72,7 +96,7 @@ def pipeline_environments(config_dir: Path | None, selected: Sequence[Environmen
     one: deploying a pipeline without prod would silently drop prod's stage. The file itself, and its cross-checks
     against the selected environments it lists, are validated either way.
     """
-    if not pipeline_file(config_dir).is_file():
+    if not present(pipeline_file(config_dir)):  # a looping link or a directory is not "no pipeline": read_yaml says
         return list(selected), None
     config = read_pipeline(config_dir)
     cross_check(config, selected, config_dir=config_dir)  # before the trusts: their problems name pipeline.yaml
@@ -148,23 +172,72 @@ def main(project_root: Path | None = None) -> int:
         for line in message[1:40]:
             print(f"  {line}", file=sys.stderr)
         return 1
-    errors = synthesis_errors(assembly) + validation_failures(assembly.directory)
+    errors = synthesis_errors(assembly) + validation_failures(assembly.directory) + template_limit_issues(assembly)
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
     return 1 if errors else 0
 
 
-def check() -> int:
-    """``python -m hyperpod_dpd.stacks.application --check``: validate the selected environments and the
-    pipeline file without synthesizing (``make synth`` runs it before it touches ``cdk.out``)."""
+# The CDK CLI passes this flag off (see validation_failures); --check does the same, so that a finding is written to
+# the report and read from it as one line, exactly as under `cdk synth`, instead of failing the synthesis midway.
+FAIL_ON_FINDINGS = "@aws-cdk/core:failSynthOnValidationErrors"
+
+
+def check(project_root: Path | None = None) -> int:
+    """``python -m hyperpod_dpd.stacks.application --check``: everything ``app.py`` checks, nothing it writes.
+
+    The configuration is loaded first (a bad file exits 2 before any construct exists; run as a module, before the
+    CDK is even imported); then the same app is built
+    and synthesized into a temporary directory that is removed afterwards: every construct-time check (endpoint
+    charts and their manifest validation, alert rules, the pipeline's cross-checks, the checks runner's names, the
+    CDK's own stage and stack names), every guardrail (cdk-nag, the project's rules, CloudFormation validation) and
+    every error annotation run as under ``cdk synth``. So "configuration ok" means the synthesis will not reject it;
+    ``make synth`` runs this before it touches ``cdk.out``. Exit codes as :func:`main`: 2 bad configuration, 1 a
+    synthesis that fails or carries an error.
+    """
+    root = project_root or Path.cwd()
+    selected = load_selected()
+    if selected is None:
+        return 2
     try:
-        selected = load_all()  # $HPDPD_ENVIRONMENTS, else every environment
-        pipeline_environments(None, selected)  # warnings are printed once, by the synthesis that follows
+        context = {**_project_context(root), FAIL_ON_FINDINGS: False}
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"configuration ok: {', '.join(c.name for c in selected)}")
+    with tempfile.TemporaryDirectory(prefix="hpdpd-check-") as outdir:
+        try:
+            app, _ = build_app(configs=selected, outdir=outdir, context=context, project_root=root)
+            assembly = app.synth()
+            errors = synthesis_errors(assembly) + validation_failures(outdir) + template_limit_issues(assembly)
+        except HpdpdError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except RuntimeError as exc:  # jsii surfaces the CDK's own construct-time refusals as RuntimeError
+            lines = str(exc).strip().splitlines()
+            print("error: synthesis failed: " + (lines[0] if lines else type(exc).__name__), file=sys.stderr)
+            return 1
+    for line in errors:
+        print(f"error: {line}", file=sys.stderr)
+    if errors:
+        return 1
+    print(f"configuration ok: {', '.join(c.name for c in selected)} (synthesized and validated, nothing written)")
     return 0
+
+
+def _project_context(root: Path) -> dict[str, Any]:
+    """:func:`cdk_json_context` of ``root`` (and, with a pipeline, the CLI version ``package.json`` pins), or a
+    :class:`ConfigError` when the check does not run in the project's directory."""
+    name = "cdk.json"
+    try:
+        context = cdk_json_context(root)
+        if present(pipeline_file(None)):
+            name = "package.json"
+            pinned_cli_version(root)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError.single(str(root / name), "<file>", str(root / name),
+                                 f"cannot be read ({type(exc).__name__}: {exc}); run the check from the project's "
+                                 "directory") from None
+    return context
 
 
 if __name__ == "__main__":

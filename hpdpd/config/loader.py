@@ -12,9 +12,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from hyperpod_dpd.config.base import YamlOctal
 from hyperpod_dpd.config.environment import EnvironmentConfig
-from hyperpod_dpd.errors import MISSING, ConfigError, Issue
+from hyperpod_dpd.config.files import directory_problem, display_path, present, read_text
+from hyperpod_dpd.config.yaml_safe import YamlAmbiguities, YamlRefused, field_path, load_yaml
+from hyperpod_dpd.errors import MISSING, ConfigError, Issue, Verbatim
+
+__all__ = ["CONFIG_DIR_VARIABLE", "RESERVED_NAMES", "config_dir", "display_path", "environment_name_problem",
+           "issues_from_validation", "list_environments", "load_all", "load_environment", "parse_environment",
+           "read_yaml", "selected_environments"]
 
 CONFIG_DIR_VARIABLE = "HPDPD_CONFIG_DIR"
 
@@ -28,42 +33,6 @@ def config_dir(explicit: Path | str | None = None) -> Path:
         return Path(explicit)
     from_environment = os.environ.get(CONFIG_DIR_VARIABLE)
     return Path(from_environment) if from_environment else Path.cwd() / "config"
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate keys instead of silently keeping the last one."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    mapping: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in mapping:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
-        mapping[key] = loader.construct_object(value_node, deep=deep)
-    return mapping
-
-
-_OCTAL = re.compile(r"[-+]?0[0-7_]+")
-
-
-def _construct_int(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> int:
-    """YAML 1.1 reads ``010`` as octal 8 (YAML 1.2: decimal 10); keep the text so the checks can refuse it."""
-    value = loader.construct_yaml_int(node)
-    return YamlOctal(value, node.value) if _OCTAL.fullmatch(node.value) else value
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
-
-
-def display_path(path: Path) -> str:
-    """A path as error messages show it: relative to the current directory when it is below it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def _unwrap(annotation: Any) -> list[Any]:
@@ -97,22 +66,6 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | N
     return None
 
 
-_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.:/-]+$")
-
-
-def _path(loc: tuple[Any, ...]) -> str:
-    """``a.b[0].c``; a key that is not plain text (spaces, control characters) is quoted so the message stays one line."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif not _PLAIN_KEY.match(str(part)):
-            out += f"[{str(part)!r}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "<root>"
-
-
 def issues_from_validation(error: ValidationError, model: type[BaseModel]) -> list[Issue]:
     """Turn pydantic's errors into the toolkit's ``path: value: message`` issues."""
     issues = []
@@ -121,32 +74,45 @@ def issues_from_validation(error: ValidationError, model: type[BaseModel]) -> li
         kind = item["type"]
         if kind == "extra_forbidden":
             allowed = _allowed_keys(model, loc[:-1]) or []
-            issues.append(Issue(_path(loc), loc[-1], f"unknown key; allowed keys here: {', '.join(allowed)}"))
+            issues.append(Issue(field_path(loc), loc[-1], f"unknown key; allowed keys here: {', '.join(allowed)}"))
         elif kind == "missing":
-            issues.append(Issue(_path(loc), MISSING, "is required"))
+            issues.append(Issue(field_path(loc), MISSING, "is required"))
         else:
             message = item["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
-            issues.append(Issue(_path(loc), item.get("input"), message))
+            issues.append(Issue(field_path(loc), item.get("input"), message))
     return issues
 
 
 def read_yaml(path: Path) -> Any:
+    """Parse ``path`` with the bounded loader (:mod:`hyperpod_dpd.config.yaml_safe`); every problem, from the file
+    system to the last scalar, is one :class:`ConfigError` line naming the file."""
     source = display_path(path)
+    text = read_text(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError.single(source, "<file>", str(path), "no such file") from None
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        return load_yaml(text)
+    except YamlAmbiguities as exc:
+        raise ConfigError(source, exc.issues) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (a NUL, most control characters)
+        line = text.count("\n", 0, exc.position) + 1
+        raise ConfigError.single(source, f"line {line}", Verbatim(f"character {exc.position}"),
+                                 f"invalid YAML: the character U+{exc.character:04X} is not allowed in a YAML file; "
+                                 "write it as an escape inside double quotes (\"\\u0000\")") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        lines = text.splitlines()
-        if mark is not None:
-            where, value = f"line {mark.line + 1}", lines[mark.line].strip() if mark.line < len(lines) else ""
+        if mark is not None:  # the line's text around the mark's character offset, however long the file
+            floor, ceiling = max(0, mark.index - 4096), mark.index + 4096
+            start = text.rfind("\n", floor, mark.index) + 1 or floor
+            end = text.find("\n", mark.index, ceiling)
+            where, value = f"line {mark.line + 1}", text[start:end if end >= 0 else ceiling].strip()
         else:
-            where, value = "<file>", str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError.single(source, where, value, f"invalid YAML: {problem}") from None
+            where, value = "<file>", path.name
+        problem = str(getattr(exc, "problem", None) or exc)
+        context = getattr(exc, "context", None)
+        if context and problem.startswith("but "):  # PyYAML splits "expected X, but found Y" across the two
+            problem = f"{context}, {problem}"
+        problem = " ".join(problem.split())
+        prefix = "" if isinstance(exc, YamlRefused) else "invalid YAML: "
+        raise ConfigError.single(source, where, value, f"{prefix}{problem}") from None
 
 
 def parse_environment(data: Any, *, name: str, source: str, base_dir: Path) -> EnvironmentConfig:
@@ -178,8 +144,35 @@ def selected_environments() -> list[str] | None:
     return [name.strip() for name in value.split(",") if name.strip()] or None
 
 
+# Environment names become stage ids and stack names (hpdpd-<env>-<part>): the CDK refuses a stage id outside
+# /^[a-z][a-z0-9\-\_\.]*$/i (aws-cdk-lib 2.275.0 core/lib/stage.js, InvalidStageName) and a stack name outside
+# /^[A-Za-z][A-Za-z0-9-]*$/ (core/lib/stack.js, VALID_STACK_NAME_REGEX); CloudFormation's stack names hold at most 128
+# characters (AWS CloudFormation API Reference, CreateStack, StackName), and "-endpoints" is the longest part.
+ENVIRONMENT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
+MAX_ENVIRONMENT_NAME = 128 - len("hpdpd--endpoints")
+
+
+def environment_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an environment (its stage and stacks), or None."""
+    if not ENVIRONMENT_NAME.fullmatch(name):
+        return ("is not an environment name: the file name must start with a letter and hold only letters, digits "
+                "and hyphens (it names the CDK stage and the stacks hpdpd-<env>-<part>)")
+    if len(name) > MAX_ENVIRONMENT_NAME:
+        return f"is longer than {MAX_ENVIRONMENT_NAME} characters (stack names hold at most 128)"
+    return None
+
+
 def list_environments(directory: Path | None = None) -> list[str]:
+    """The environments of the directory: the stems of its ``*.yaml`` entries (files or not: loading says what an
+    entry that is not a readable file is), ``pipeline.yaml`` excepted. A missing directory has none."""
     return sorted(p.stem for p in config_dir(directory).glob("*.yaml") if p.stem not in RESERVED_NAMES)
+
+
+def _no_environment_file(name: str, directory: Path) -> str:
+    available = ", ".join(list_environments(directory)) or "none"
+    problem = directory_problem(directory)
+    hint = f" ({display_path(directory)}: {problem}; pass --config-dir or set {CONFIG_DIR_VARIABLE})" if problem else ""
+    return f"no such environment file; available environments: {available}{hint}"
 
 
 def load_environment(name: str, directory: Path | None = None) -> EnvironmentConfig:
@@ -191,16 +184,32 @@ def load_environment(name: str, directory: Path | None = None) -> EnvironmentCon
         available = ", ".join(list_environments(directory)) or "none"
         raise ConfigError.single(source, "<file>", name, "reserved for the promotion pipeline's settings, not an "
                                  f"environment; available environments: {available}")
-    if not path.is_file():
-        available = ", ".join(list_environments(directory)) or "none"
-        hint = "" if directory.is_dir() else f" (no directory {display_path(directory)}: pass --config-dir or set {CONFIG_DIR_VARIABLE})"
-        raise ConfigError.single(source, "<file>", name,
-                                 f"no such environment file; available environments: {available}{hint}")
+    problem = environment_name_problem(name)
+    if problem:
+        raise ConfigError.single(source, "<file>", name, problem)
+    if not present(path):  # a dangling or looping link, a directory: read_yaml says what is there
+        raise ConfigError.single(source, "<file>", name, _no_environment_file(name, directory))
     return parse_environment(read_yaml(path), name=name, source=source, base_dir=directory.parent)
 
 
 def load_all(directory: Path | None = None, names: list[str] | None = None) -> list[EnvironmentConfig]:
     """Load ``names`` (default: ``$HPDPD_ENVIRONMENTS``, else every environment of the directory); all of them are
-    validated before anything is synthesized."""
+    validated before anything is synthesized.
+
+    A directory that is missing, unreadable or holds no environment file is an error, not an empty selection:
+    a mistyped ``--config-dir`` must not read as "nothing to check"."""
     directory = config_dir(directory)
-    return [load_environment(n, directory) for n in (names or selected_environments() or list_environments(directory))]
+    selected = names or selected_environments() or list_environments(directory)
+    if not selected:
+        raise ConfigError.single(display_path(directory), "<directory>", directory.name, _empty_directory(directory))
+    return [load_environment(n, directory) for n in selected]
+
+
+def _empty_directory(directory: Path) -> str:
+    problem = directory_problem(directory)
+    if problem:
+        return f"{problem}; pass --config-dir or set {CONFIG_DIR_VARIABLE} to the configuration directory"
+    others = sorted(p.name for p in directory.glob("*.yml"))
+    hint = f"; rename {', '.join(others)} to .yaml" if others else ""
+    listed = "only pipeline.yaml, which is not an environment" if present(directory / "pipeline.yaml") else "none"
+    return f"holds no environment file (<name>.yaml; found {listed}){hint}"
