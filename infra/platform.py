@@ -25,7 +25,7 @@ from constructs import Construct
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra.buckets import access_logs_bucket
-from hyperpod_dpd.infra.checks_role import ChecksRole
+from hyperpod_dpd.infra.checks_role import ChecksRole, ChecksRoleGrants, CheckTargets
 from hyperpod_dpd.infra.checks_runner import ChecksRunner
 from hyperpod_dpd.infra.efa_network import EfaNetwork
 from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster
@@ -36,7 +36,8 @@ from hyperpod_dpd.infra.hyperpod_dependencies import HyperPodDependencies
 from hyperpod_dpd.infra.inference_operator import InferenceOperator, ObservabilityOptions
 from hyperpod_dpd.infra.monitoring import DpdMonitoring, build_monitoring
 from hyperpod_dpd.infra.operations_access import OperationsAccess, bind_namespace
-from hyperpod_dpd.k8s.charts import EndpointChart, add_environment_charts
+from hyperpod_dpd.infra.registries import node_registries
+from hyperpod_dpd.k8s.charts import EndpointChart, add_environment_charts, add_namespace_charts
 
 
 def removal_policy(config: EnvironmentConfig) -> cdk.RemovalPolicy:
@@ -63,14 +64,21 @@ def availability_zone_context(*configs: EnvironmentConfig) -> dict[str, list[str
 
 
 def build_network(scope: Construct, *, config: EnvironmentConfig) -> EfaNetwork:
-    """The environment's EFA network (created or adopted) as the child ``Network`` of ``scope``."""
-    return EfaNetwork(
+    """The environment's EFA network (created or adopted) as the child ``Network`` of ``scope``, and with a trust
+    (``config.checks_role_trust``) the pipeline's checks role next to it (``ChecksRole``, ``network.checks_role``): the
+    network is deployed before the pipeline's first preflight, the platform only after it (infra/checks_role.py)."""
+    network = EfaNetwork(
         scope, "Network",
         gpu_availability_zone=config.network.gpu_availability_zone,
         create=config.network.create,
         existing=config.network.existing,
         removal_policy=removal_policy(config),
     )
+    trusted = config.checks_role_trust
+    if trusted is not None:
+        network.checks_role = ChecksRole(scope, "ChecksRole", role_name=config.checks_role_name,
+                                         trusted_role_arn=trusted, targets=CheckTargets.of(config))
+    return network
 
 
 @dataclass(frozen=True)
@@ -84,15 +92,16 @@ class PlatformResources:
     inference_operator: InferenceOperator
     monitoring: DpdMonitoring | None = None  # the DPD alerts (infra/monitoring.py), with endpoints only
     operations: OperationsAccess | None = None  # the operations roles' access (infra/operations_access.py)
-    checks_role: ChecksRole | None = None  # the pipeline's checks role (infra/checks_role.py), with a trust only
+    checks_role: ChecksRole | None = None  # the pipeline's checks role (in the network's scope), with a trust only
     checks_runner: ChecksRunner | None = None  # the checks runner in the VPC (infra/checks_runner.py), with endpoints
 
 
 def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaNetwork) -> PlatformResources:
     """EKS, the HyperPod dependencies chart, the HyperPod cluster and the inference operator, as children of ``scope``;
-    the DPD alerts with endpoints; the checks runner and the checks role that starts it when ``config`` has a trust
-    (:meth:`EnvironmentConfig.with_checks_role`; the runner alone with :meth:`EnvironmentConfig.with_checks_runner`);
-    the operations access of every operations role (``config.operations_roles``, the runner's role among them)."""
+    the DPD alerts with endpoints; the checks runner (:meth:`EnvironmentConfig.with_checks_role` or
+    :meth:`EnvironmentConfig.with_checks_runner`, with endpoints) and, for the checks role :func:`build_network` made,
+    its grants on the runner and on this stack's outputs (``ChecksRoleGrants``); the operations access of every
+    operations role (``config.operations_roles``, the runner's role among them)."""
     policy = removal_policy(config)
     logs = access_logs_bucket(scope, "AccessLogs", removal_policy=policy)
     eks_cfg, hp_cfg = config.eks, config.hyperpod
@@ -120,6 +129,7 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
         gpu_instance_types=[g.instance_type for g in hp_cfg.instance_groups if g.is_gpu],
         repository=chart.repository,
         local_path=config.resolve_path(chart.local_path) if chart.local_path else None,
+        digest=chart.digest,  # the chart's pin (hpdpd/config/dependencies_chart.py), checked by the construct
         version=chart.version,
         timeout=cdk.Duration.minutes(chart.timeout_minutes),
         gpu_taints=[(taint.key, taint.effect) for g in hp_cfg.instance_groups if g.is_gpu for taint in g.taints],
@@ -141,6 +151,9 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
         removal_policy=policy,
         access_logs_bucket=logs,
         tags=config.tags,
+        # this account's, AWS's platform registries, and the ones the endpoints' images name (infra/registries.py)
+        image_registries=node_registries(region=config.region, account=config.account, images=[
+            e.role_image(role) for e in config.endpoints for role in ("prefill", "decode")]),
     )
     hyperpod.add_karpenter_resources(eks_cluster.cluster)  # a NodeClass and NodePool per autoscaled group
     operator = config.operator
@@ -168,9 +181,10 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
                                   removal_policy=policy)
     runner = build_checks_runner(scope, config=config, network=network, eks_cluster=eks_cluster,
                                  inference_operator=inference_operator, access_logs=logs)
-    trusted = config.checks_role_trust
-    checks_role = ChecksRole(scope, "ChecksRole", role_name=config.checks_role_name, trusted_role_arn=trusted,
-                             runner=runner) if trusted is not None and runner is not None else None
+    checks_role = network.checks_role
+    if checks_role is not None:  # the runner, and the outputs the KvFabric step reads (the Prometheus query URL)
+        ChecksRoleGrants(scope, "ChecksRoleGrants", checks_role=checks_role, runner=runner,
+                         read_outputs=bool(config.endpoints) and inference_operator.observability_destination is not None)
     operations = OperationsAccess(
         scope, "OperationsAccess", cluster=eks_cluster.cluster, principals=eks_cfg.operations_principals,
         roles={config.checks_runner_role_arn: runner.role} if runner else None,
@@ -206,17 +220,27 @@ def build_endpoints(scope: Construct, *, config: EnvironmentConfig, eks_cluster:
                     inference_operator: InferenceOperator) -> tuple[list[EndpointChart], dict[str, eks.KubernetesManifest]]:
     """One ``KubernetesManifest`` per endpoint chart (the IEC and its router resources), applied after the
     inference add-on: the IEC needs the operator's CRD and the router objects need its namespace. ``prune``
-    deletes objects dropped from a chart, e.g. the old IEC after a new generation. With operations roles
+    deletes objects dropped from a chart, e.g. the old IEC after a new generation. Each endpoint namespace (reserved
+    ones are refused by the configuration) is its own ``Namespace-<name>`` manifest, retained and never pruned, that
+    the endpoint manifests depend on: removing an endpoint never deletes a namespace. With operations roles
     (``eks.operations_principals`` or the checks runner's role), each endpoint namespace also gets the operations
     RoleBinding (``Operations-<chart id>``), applied after the chart that creates the namespace.
     """
-    charts = add_environment_charts(cdk8s.App(), config)
+    app = cdk8s.App()
+    charts = add_environment_charts(app, config, declare_namespaces=False)
+    namespaces: dict[str, eks.KubernetesManifest] = {}
+    for namespace_chart in add_namespace_charts(app, config):  # retained, never pruned: see NamespaceChart
+        namespaces[namespace_chart.namespace_name] = eks.KubernetesManifest(
+            scope, namespace_chart.node.id, cluster=eks_cluster.cluster, manifest=namespace_chart.to_json(),
+            overwrite=True, prune=False, removal_policy=cdk.RemovalPolicy.RETAIN)
     manifests: dict[str, eks.KubernetesManifest] = {}
     for chart in charts:
         manifest = eks.KubernetesManifest(
             scope, f"Endpoint-{chart.node.id}", cluster=eks_cluster.cluster, manifest=chart.to_json(),
             overwrite=True, prune=True)
         manifest.node.add_dependency(inference_operator.resource)
+        if chart.namespace in namespaces:
+            manifest.node.add_dependency(namespaces[chart.namespace])
         manifests[chart.node.id] = manifest
     if config.operations_roles:  # the endpoint rules of the operations access, in each endpoint's namespace
         namespaces: set[str] = set()

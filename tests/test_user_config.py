@@ -256,10 +256,10 @@ def test_the_pipeline_gates_every_environment_with_endpoints_as_a_role_that_exis
         assert all("--probe" in c for c in steps["KvFabric"]["commands"] if " verify " in c)
         assert all("--probe" in c for c in steps["Rollout"]["commands"] if " rollout " in c)
         # AND the commands run in the checks runner the environment's platform stack creates (in its VPC), started
-        # as the toolkit's checks role there, or as the explicit checks_role_arn
+        # as the toolkit's checks role (in the network stack, which deploys before preflight), or the explicit one
         platform = checked.synthesized.template(env.name, "platform")
         projects = [p["Properties"] for p in _of_type(platform, "AWS::CodeBuild::Project")]
         assert [p for p in projects if p["Name"] == env.checks_project_name and p.get("VpcConfig")], env.name
         if promotion.checks_role_arn is None:
-            roles = [r["Properties"] for r in _of_type(platform, "AWS::IAM::Role")]
+            roles = [r["Properties"] for r in _of_type(checked.synthesized.template(env.name, "network"), "AWS::IAM::Role")]
             assert [r for r in roles if r.get("RoleName") == env.checks_role_name], env.name

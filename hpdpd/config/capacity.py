@@ -10,8 +10,8 @@
   and with autoscaling the floor (minimum replicas) and the ceiling (maximum replicas) of both roles.
 
 :func:`role_capacity_issues` checks one role against its named group (called by the endpoint checks);
-:func:`shared_capacity_issues` checks autoscaled groups against every endpoint that can land on them (called by the
-HyperPod section); :func:`placements` is what ``hpdpd preflight`` reports as headroom.
+:func:`shared_capacity_issues` checks every GPU group against all the endpoints of the environment that can land on it
+(called once by the environment); :func:`placements` is what ``hpdpd preflight`` reports as headroom.
 """
 
 from __future__ import annotations
@@ -133,8 +133,13 @@ def _held(group: InstanceGroup) -> str:
     return f"autoscaling.max_nodes {group.max_nodes}" if group.autoscaled else f"count {group.count}"
 
 
+LISTED = 6  # demands named in one line; the rest are counted (an environment may declare dozens of endpoints)
+
+
 def _listed(demands: Iterable[Demand]) -> str:
-    return ", ".join(d.describe() for d in demands) or "no endpoint"
+    items = [d.describe() for d in demands]
+    shown = ", ".join(items[:LISTED]) or "no endpoint"
+    return shown + (f" and {len(items) - LISTED} more" if len(items) > LISTED else "")
 
 
 # -- checks --------------------------------------------------------------------------------------------------------------
@@ -162,50 +167,136 @@ def role_capacity_issues(endpoint: EndpointConfig, role: DpdRole, group: Instanc
                     f"({group.max_nodes * gpus_per_node(group)} GPUs); raise the group's maximum or lower max_replicas")
 
 
+def nodes_needed(demands: Iterable[Demand], gpn: int) -> int:
+    """The nodes of ``gpn`` GPUs that hold the demands' pods at their maximum replicas (a pod never spans nodes).
+
+    When every pod size divides the next larger one and ``gpn`` (the endpoint checks make tensor_parallel_size divide
+    the instance's GPU count, and every GPU type of the catalogue has 8), pods pack without gaps and the GPU total
+    decides: ``ceil(GPUs / gpn)``. Otherwise each size is counted on nodes of its own, which is never fewer than
+    needed (fail safe: such a set may be refused although it would just fit)."""
+    pods: dict[int, int] = {}
+    for d in demands:
+        pods[d.gpus_per_pod] = pods.get(d.gpus_per_pod, 0) + d.max_replicas
+    sizes = sorted(pods)
+    chain = all(b % a == 0 for a, b in zip(sizes, sizes[1:], strict=False))
+    if chain and all(size <= gpn and gpn % size == 0 for size in sizes):
+        return math.ceil(sum(size * count for size, count in pods.items()) / gpn)
+    return sum(math.ceil(count / (gpn // size)) if size <= gpn else count * math.ceil(size / gpn)
+               for size, count in pods.items())
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Overflow:
+    """One group (or pool) the endpoints' maximum replicas do not fit; ``endpoints`` is who shares it."""
+
+    path: str
+    value: int
+    message: str
+    also: str  # the same overflow, told as a clause of another group's line
+    endpoints: tuple[str, ...]
+
+
 def shared_capacity_issues(root: Any, groups_path: str) -> Iterator[Issue]:
-    """Autoscaled groups against every endpoint that can land on them: the endpoints' maximum replicas must fit the
-    group's ``max_nodes`` together, and their minimum replicas must hold its ``min_nodes``. Fixed groups keep the
-    per-endpoint check of :func:`role_capacity_issues`."""
+    """Every active GPU group against every endpoint that can land on it: the endpoints' replicas (autoscaled roles at
+    ``max_replicas``) must fit the group's most nodes together (``count``, or ``autoscaling.max_nodes``; a parked group
+    holds none, and an endpoint on it is refused by the endpoint checks); an autoscaled group's ``min_nodes`` must be
+    held by their minimum replicas; roles placed by role label over several groups must fit the pool of them.
+
+    Groups that the same endpoints overfill are told in one line (two endpoints on one prefill and one decode node are
+    one mistake). Skipped while the groups themselves are invalid; an endpoint with issues of its own (a role beyond its
+    group included, :func:`role_capacity_issues`) is left out: its own line names the root cause."""
     hyperpod: HyperPodConfig = root.hyperpod
-    placed = placements(hyperpod, getattr(root, "endpoints", ()))
+    if next(iter(hyperpod.issues(root, "hyperpod")), None) is not None:
+        return  # root cause alone
+    # An endpoint refused on its own (a duplicate name or namespace, a role beyond its group) is not counted again.
+    endpoints = [e for i, e in enumerate(getattr(root, "endpoints", ()))
+                 if next(iter(e.issues(root, join("endpoints", i))), None) is None]
+    placed = placements(hyperpod, endpoints)
     indexes = {g.name: i for i, g in enumerate(hyperpod.instance_groups)}
+    overflows: list[_Overflow] = []
     for group in hyperpod.instance_groups:
-        if group.autoscaling is None or group.role == "system":
-            continue
-        where = join(join(groups_path, indexes[group.name]), "autoscaling")
-        demands = placed.by_group.get(group.name, [])
         gpn = gpus_per_node(group)
-        if not gpn:
-            continue  # a CPU type in a GPU role: refused with the group's allowed types
-        capacity = group.max_nodes * gpn
-        alone = [d for d in demands if d.named and math.ceil(d.max_replicas / max(1, gpn // d.gpus_per_pod))
-                 > group.max_nodes]
-        need = sum(d.max_gpus for d in demands)
-        if not alone and need > capacity:
-            yield Issue(join(where, "max_nodes"), group.max_nodes,
-                        f"holds {capacity} GPUs ({group.max_nodes} x {gpn}), but the endpoints' maximum replicas on "
-                        f"instance group '{group.name}' need {need}: {_listed(demands)}; raise max_nodes to "
-                        f"{math.ceil(need / gpn)} or lower the endpoints' max_replicas")
-        floor = math.ceil(sum(d.min_gpus for d in demands) / gpn)
-        if group.autoscaling.min_nodes > floor and group.role not in placed.by_role:
-            yield Issue(join(where, "min_nodes"), group.autoscaling.min_nodes,
-                        f"the endpoints' minimum replicas on instance group '{group.name}' occupy {floor} node(s) "
-                        f"({_listed(demands)}); Karpenter removes empty nodes, so the group would drop below "
-                        "min_nodes: lower min_nodes, or raise the endpoints' min_replicas")
+        if group.role == "system" or group.parked or not gpn:
+            continue  # a CPU type in a GPU role is refused with the group's allowed types
+        where = join(groups_path, indexes[group.name])
+        demands = placed.by_group.get(group.name, [])
+        overflow = _group_overflow(group, demands, gpn, where)
+        if overflow:
+            overflows.append(overflow)
+        if group.autoscaling is not None:
+            floor = math.ceil(sum(d.min_gpus for d in demands) / gpn)
+            if group.autoscaling.min_nodes > floor and group.role not in placed.by_role:
+                yield Issue(join(join(where, "autoscaling"), "min_nodes"), group.autoscaling.min_nodes,
+                            f"the endpoints' minimum replicas on instance group '{group.name}' occupy {floor} node(s) "
+                            f"({_listed(demands)}); Karpenter removes empty nodes, so the group would drop below "
+                            "min_nodes: lower min_nodes, or raise the endpoints' min_replicas")
     for role, demands in placed.by_role.items():
-        pool = [g for g in hyperpod.groups(role) if not g.parked]
-        scaled = [g for g in pool if g.autoscaled]
-        if not scaled:
-            continue
-        shared = demands + [d for g in pool for d in placed.by_group.get(g.name, [])]
-        capacity = sum(g.max_nodes * gpus_per_node(g) for g in pool)
-        need = sum(d.max_gpus for d in shared)
-        if need > capacity:
-            names = ", ".join(f"'{g.name}'" for g in pool)
-            yield Issue(join(join(join(groups_path, indexes[scaled[0].name]), "autoscaling"), "max_nodes"),
-                        scaled[0].max_nodes,
-                        f"the {role} groups {names} hold {capacity} GPUs at most, but the endpoints' maximum replicas "
-                        f"on them need {need}: {_listed(shared)}; raise their maximum nodes or lower max_replicas")
+        overflow = _pool_overflow(hyperpod, role, demands, placed, indexes, groups_path)
+        if overflow:
+            overflows.append(overflow)
+    yield from _merged(overflows)
+
+
+def _group_overflow(group: InstanceGroup, demands: list[Demand], gpn: int, where: str) -> _Overflow | None:
+    nodes = nodes_needed(demands, gpn)
+    if nodes <= group.max_nodes:
+        return None
+    capacity, need = group.max_nodes * gpn, sum(d.max_gpus for d in demands)
+    if group.autoscaled:
+        path, value = join(join(where, "autoscaling"), "max_nodes"), group.max_nodes
+        text = (f"holds {capacity} GPUs ({group.max_nodes} x {gpn}), but the endpoints' maximum replicas on instance "
+                f"group '{group.name}' need {need}: {_listed(demands)}; raise max_nodes to {nodes} or lower the "
+                "endpoints' max_replicas")
+    else:
+        path, value = join(where, "count"), group.count
+        text = (f"holds {capacity} GPUs ({group.count} x {gpn}), but the endpoints' replicas on instance group "
+                f"'{group.name}' need {need}{_at_most(demands)}: {_listed(demands)}; an environment's endpoints share "
+                f"its groups: raise count to {nodes}, or lower the endpoints' replicas, or remove an endpoint")
+    also = (f"instance group '{group.name}' is short too: {path} {value} holds {capacity} GPUs, they need {need} "
+            f"({_listed(demands)}); raise it to {nodes}")
+    return _Overflow(path=path, value=value, message=text, also=also, endpoints=_names(demands))
+
+
+def _pool_overflow(hyperpod: HyperPodConfig, role: str, demands: list[Demand], placed: Placement,
+                   indexes: dict[str, int], groups_path: str) -> _Overflow | None:
+    """Roles placed by role label over several active groups of ``role``, with the named roles on those groups."""
+    pool = [g for g in hyperpod.groups(role) if not g.parked]
+    shared = demands + [d for g in pool for d in placed.by_group.get(g.name, [])]
+    capacity = sum(g.max_nodes * gpus_per_node(g) for g in pool)
+    need = sum(d.max_gpus for d in shared)
+    if need <= capacity:
+        return None
+    names = ", ".join(f"'{g.name}'" for g in pool)
+    scaled = [g for g in pool if g.autoscaled]
+    if scaled:
+        path = join(join(join(groups_path, indexes[scaled[0].name]), "autoscaling"), "max_nodes")
+        value = scaled[0].max_nodes
+        text = (f"the {role} groups {names} hold {capacity} GPUs at most, but the endpoints' maximum replicas on them "
+                f"need {need}: {_listed(shared)}; raise their maximum nodes or lower max_replicas")
+    else:
+        path, value = join(join(groups_path, indexes[pool[0].name]), "count"), pool[0].count
+        text = (f"the {role} groups {names} hold {capacity} GPUs, but the endpoints' replicas on them need "
+                f"{need}{_at_most(shared)}: {_listed(shared)}; raise their counts, or lower the endpoints' replicas")
+    also = f"the {role} groups {names} are short too: {capacity} GPUs, {need} needed ({_listed(shared)})"
+    return _Overflow(path=path, value=value, message=text, also=also, endpoints=_names(shared))
+
+
+def _merged(overflows: list[_Overflow]) -> Iterator[Issue]:
+    """One line per set of endpoints: the first group they overfill, with the others as clauses."""
+    by_endpoints: dict[tuple[str, ...], list[_Overflow]] = {}
+    for overflow in overflows:
+        by_endpoints.setdefault(overflow.endpoints, []).append(overflow)
+    for first, *rest in by_endpoints.values():
+        yield Issue(first.path, first.value, "; ".join([first.message, *(o.also for o in rest)]))
+
+
+def _names(demands: Iterable[Demand]) -> tuple[str, ...]:
+    return tuple(sorted({d.endpoint for d in demands}))
+
+
+def _at_most(demands: Iterable[Demand]) -> str:
+    """`` at most`` when an autoscaled role counts with its maximum replicas."""
+    return " at most" if any(d.max_replicas != d.min_replicas for d in demands) else ""
 
 
 def ratio_issues(endpoint: EndpointConfig, path: str) -> Iterator[Issue]:

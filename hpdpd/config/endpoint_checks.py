@@ -8,7 +8,9 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from hyperpod_dpd.catalogue.limits import S3_KEY_MAX_BYTES, S3_PREFIX_MAX_BYTES
 from hyperpod_dpd.catalogue.models import model_by_name
+from hyperpod_dpd.catalogue.namespaces import DEFAULT_NAMESPACE, RESERVED_NAMESPACES
 from hyperpod_dpd.catalogue.operator import (
     DOCUMENTED_IMAGE_VLLM,
     DPD_FIXED_ENVIRONMENT,
@@ -39,6 +41,7 @@ from hyperpod_dpd.config.endpoint_pods import (
 )
 from hyperpod_dpd.config.endpoint_rollout import duplicate_name_issues, rollout_issues
 from hyperpod_dpd.config.names import DNS_LABEL_MAX, is_unresolved
+from hyperpod_dpd.config.network import public_cidrs_problem
 from hyperpod_dpd.errors import MISSING, Issue
 
 if TYPE_CHECKING:
@@ -109,6 +112,7 @@ def _local_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
                     f"must equal the {other} image ({e.role_image(other)}): prefiller and decoder must run the "
                     "same image (the IEC has one worker.image; LMCache and NIXL versions must match)")
     yield from _environment_variable_issues(e, path)
+    yield from _s3_key_issues(e, path)
     yield from rollout_issues(e, path)
     for where, args in (("args", e.args), ("prefill.args", e.prefill.args), ("decode.args", e.decode.args)):
         yield from managed_flag_issues(join(path, where), args)
@@ -144,6 +148,24 @@ def _decode_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
         yield Issue(join(path, "decode.autoscaling.max_replicas"), scaling.max_replicas, why)
 
 
+def _s3_key_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
+    """S3 prefixes that no object key fits under (S3 keys have at most S3_KEY_MAX_BYTES of UTF-8, prefix included)."""
+    prefixes: list[tuple[str, str, str]] = []  # (field, value as written, key prefix)
+    if e.model.s3:
+        prefixes.append(("model.s3.prefix", e.model.s3.prefix, e.model.s3.prefix))
+    uri = e.tls.certificate_output_s3_uri if e.tls else None
+    key = uri.removeprefix("s3://").partition("/")[2] if uri else ""
+    if uri and not is_unresolved(key):  # a bucket known only at deploy time still has a literal key to measure
+        prefixes.append(("tls.certificate_output_s3_uri", uri, key))
+    for where, value, prefix in prefixes:
+        size = len(prefix.encode("utf-8"))
+        if size > S3_PREFIX_MAX_BYTES:
+            yield Issue(join(path, where), value,
+                        f"has a key prefix of {size:,} bytes (UTF-8); an S3 object key has at most "
+                        f"{S3_KEY_MAX_BYTES:,} bytes, prefix included, so the prefix may have at most "
+                        f"{S3_PREFIX_MAX_BYTES:,}")
+
+
 def _environment_variable_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
     for key, value in e.environment.items():
         where = join(join(path, "environment"), key)
@@ -158,7 +180,17 @@ def _environment_variable_issues(e: EndpointConfig, path: str) -> Iterator[Issue
 # -- the endpoint in its environment -------------------------------------------------------------------------------------
 
 def _environment_issues(e: EndpointConfig, root: Any, path: str) -> Iterator[Issue]:
+    if e.namespace == DEFAULT_NAMESPACE:
+        yield Issue(join(path, "namespace"), e.given("namespace"),
+                    f"an environment's endpoint needs a namespace of its own, such as 'llm-serving' (not "
+                    f"{RESERVED_NAMESPACES[DEFAULT_NAMESPACE]}): its chart declares it, and one DPD endpoint may "
+                    "use it")
     yield from _group_issues(e, root, path)
+    problem = public_cidrs_problem(e.router.allowed_cidrs)
+    if problem and getattr(root, "production", False):
+        yield Issue(join(path, "router.allowed_cidrs"), list(e.router.allowed_cidrs),
+                    f"a production router must admit known sources only: {problem}; list the load balancer's or "
+                    "clients' ranges (e.g. the VPC CIDR)")
     yield from operator_issues(e, root.operator.version, path)
     yield from _taint_issues(e, root, path)
     zone = e.topology.availability_zone
@@ -297,4 +329,9 @@ def endpoint_warnings(e: EndpointConfig) -> list[Issue]:
                            f"LMCache {image} ships: check it, or use mode 'InProcess'"))
     # The router NetworkPolicy admits the VPC's addresses, where the operator's load balancer (and so a SageMaker
     # endpoint) sends from (k8s.router.load_balancer_cidrs), so a SageMaker endpoint needs no router.allowed_cidrs.
+    problem = public_cidrs_problem(e.router.allowed_cidrs)
+    if problem:  # production refuses it (_environment_issues)
+        found.append(Issue("router.allowed_cidrs", list(e.router.allowed_cidrs),
+                           f"the router NetworkPolicy admits the internet: {problem}; list the load balancer's or "
+                           "clients' ranges (e.g. the VPC CIDR)"))
     return found

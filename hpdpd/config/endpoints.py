@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, InstanceSpec
+from hyperpod_dpd.catalogue.namespaces import DEFAULT_NAMESPACE, reserved_namespace
 from hyperpod_dpd.catalogue.operator import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_HEALTH_CHECK_PATH,
@@ -188,7 +189,10 @@ class EndpointConfig(Model):
     """One DPD endpoint. ``name`` is the stable, client-facing name; the IEC is ``resource_name``."""
 
     name: EndpointName
-    namespace: Namespace = "default"
+    # Never a namespace of Kubernetes or of the platform's add-ons (hyperpod_dpd.catalogue.namespaces), which the
+    # endpoint's chart would declare as its own. In an environment it is required (the default "default" is refused
+    # there, endpoint_checks); only a chart built in Python on its own keeps "default", which it never declares.
+    namespace: Namespace = DEFAULT_NAMESPACE
     model: ModelConfig
     instance_type: str
     image: str = DEFAULT_WORKER_IMAGE
@@ -224,6 +228,15 @@ class EndpointConfig(Model):
     def _instance_type(cls, value: str) -> str:
         if value not in DPD_INSTANCE_TYPES:
             raise ValueError(f"is not a DPD-capable instance type; allowed: {', '.join(DPD_INSTANCE_TYPES)}")
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _own_namespace(cls, value: str) -> str:
+        why = reserved_namespace(value)
+        if why and value != DEFAULT_NAMESPACE:  # "default" is never declared; an environment refuses it
+            raise ValueError(f"is reserved: {why}; an endpoint needs a namespace of its own (its chart declares "
+                             "it), such as 'llm-serving'")
         return value
 
     @field_validator("environment")

@@ -106,9 +106,9 @@ class EnvironmentConfig(Model):
 
     @property
     def checks_role_trust(self) -> str | None:
-        """The one role ARN the checks role trusts when the platform creates one, else None: no trust (see
-        :meth:`with_checks_role`), or no endpoints (no check step reaches into the cluster then)."""
-        return self._checks_trust if self.endpoints else None
+        """The one role ARN the checks role trusts when the toolkit creates one (:meth:`with_checks_role`), else None.
+        Every environment the pipeline promotes has it, endpoints or not: preflight, wait and status run as it."""
+        return self._checks_trust
 
     @property
     def checks_runner(self) -> bool:
@@ -201,9 +201,6 @@ class EnvironmentConfig(Model):
                 yield Issue("removal_policy", self.removal_policy, "must be 'retain' when production is true")
             if not self.termination_protection:
                 yield Issue("termination_protection", self.termination_protection, "must be true when production is true")
-            if self.eks.endpoint_access == "public_and_private" and "0.0.0.0/0" in self.eks.public_access_cidrs:
-                yield Issue("eks.public_access_cidrs", list(self.eks.public_access_cidrs),
-                            "a production API endpoint must be private or restricted to known CIDRs (not 0.0.0.0/0)")
         for key, value in self.tags.items():
             if len(key) > 128 or len(str(value)) > 256 or key.lower().startswith("aws:"):
                 yield Issue(join("tags", key), value, "tag keys are 1-128 characters and must not start with 'aws:'; values at most 256")

@@ -3,13 +3,93 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field, model_validator
 
+from hyperpod_dpd.catalogue.addresses import (
+    ADDRESS_BITS,
+    GLOBAL_UNICAST_IPV6,
+    NON_PUBLIC_IPV4,
+    NON_PUBLIC_IPV6,
+    PUBLIC_PREFIX_LENGTH,
+    PUBLIC_PREFIX_WHY,
+)
 from hyperpod_dpd.config.base import AvailabilityZone, Cidr, Model, join
 from hyperpod_dpd.errors import Issue
+
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True, kw_only=True)
+class Exposure:
+    """How much of the internet a CIDR list admits, in one address family: more than ``threshold`` publicly routable
+    addresses (one ``/<prefix_length>``) is public (hyperpod_dpd.catalogue.addresses)."""
+
+    version: int
+    public_addresses: int
+    prefix_length: int
+
+    @property
+    def threshold(self) -> int:
+        return 2 ** (ADDRESS_BITS[self.version] - self.prefix_length)
+
+    @property
+    def public(self) -> bool:
+        return self.public_addresses > self.threshold
+
+    def describe(self) -> str:
+        """``together they admit 3,702,258,688 publicly routable IPv4 addresses (86% of IPv4), more than one /8 ...``"""
+        share = 100 * self.public_addresses / 2 ** ADDRESS_BITS[self.version]
+        return (f"together they admit {self.public_addresses:,} publicly routable IPv{self.version} addresses "
+                f"({share:.2g}% of IPv{self.version}), more than one /{self.prefix_length} ({self.threshold:,}, "
+                f"{PUBLIC_PREFIX_WHY[self.version]})")
+
+
+def _public_blocks(version: int) -> tuple[IpNetwork, tuple[IpNetwork, ...]]:
+    """(the family's unicast space, the disjoint blocks inside it that the internet cannot send from)."""
+    if version == 4:
+        return ipaddress.IPv4Network("0.0.0.0/0"), tuple(ipaddress.IPv4Network(n) for n in NON_PUBLIC_IPV4)
+    return ipaddress.IPv6Network(GLOBAL_UNICAST_IPV6), tuple(ipaddress.IPv6Network(n) for n in NON_PUBLIC_IPV6)
+
+
+def _merged(networks: list[IpNetwork]) -> list[IpNetwork]:
+    """The networks merged per family (``ipaddress.collapse_addresses``): disjoint, so their addresses add up."""
+    v4 = [n for n in networks if isinstance(n, ipaddress.IPv4Network)]
+    v6 = [n for n in networks if isinstance(n, ipaddress.IPv6Network)]
+    return [*ipaddress.collapse_addresses(v4), *ipaddress.collapse_addresses(v6)]
+
+
+def _overlap(a: IpNetwork, b: IpNetwork) -> int:
+    """Addresses in both: two CIDR blocks are nested or disjoint, so it is the smaller one or nothing."""
+    return min(a.num_addresses, b.num_addresses) if a.version == b.version and a.overlaps(b) else 0
+
+
+def public_exposure(cidrs: Iterable[str]) -> list[Exposure]:
+    """Per address family, the publicly routable addresses ``cidrs`` admit together. The networks are merged first
+    (``ipaddress.collapse_addresses``), so overlaps count once and ``[0.0.0.0/1, 128.0.0.0/1]`` is ``0.0.0.0/0``;
+    addresses the internet cannot send from (private, shared, loopback, documentation, multicast, reserved) do not
+    count, so a list of private ranges is never public however large."""
+    by_version: dict[int, list[IpNetwork]] = {}
+    for cidr in cidrs:
+        network = ipaddress.ip_network(cidr, strict=False)
+        by_version.setdefault(network.version, []).append(network)
+    found = []
+    for version, networks in sorted(by_version.items()):
+        space, excluded = _public_blocks(version)
+        merged = _merged(networks)
+        unicast = sum(_overlap(n, space) for n in merged)
+        hidden = sum(_overlap(n, x) for n in merged for x in excluded)
+        found.append(Exposure(version=version, public_addresses=unicast - hidden,
+                              prefix_length=PUBLIC_PREFIX_LENGTH[version]))
+    return found
+
+
+def public_cidrs_problem(cidrs: Iterable[str]) -> str | None:
+    """Why ``cidrs`` admit the public internet (the first family that does), or None."""
+    return next((e.describe() for e in public_exposure(cidrs) if e.public), None)
 
 
 class CreateVpc(Model):

@@ -115,10 +115,10 @@ class PipelineConfig(Model):
         return f"arn:{self.partition}:iam::{self.account}:role/{self.checks_role_name(environment)}"
 
     def trusted_environment(self, environment: EnvironmentConfig) -> EnvironmentConfig:
-        """``environment`` as the pipeline deploys it, when it has endpoints and the order lists it: with the checks
-        runner (infra/checks_runner.py) and the toolkit's checks role that starts it, or with the runner alone when
-        the entry names its own ``checks_role_arn``."""
-        if not environment.endpoints or environment.name not in self.order:
+        """``environment`` as the pipeline deploys it, when the order lists it: with the toolkit's checks role (which
+        every check step assumes) and, with endpoints, the checks runner (infra/checks_runner.py) it starts; or with
+        the runner alone when the entry names its own ``checks_role_arn``."""
+        if environment.name not in self.order:
             return environment
         if self.promotion(environment.name).checks_role_arn is not None:
             return environment.with_checks_runner()
@@ -165,9 +165,10 @@ class PipelineConfig(Model):
                             f"environment {promotion.name} declares no endpoints to smoke-test; declare one or set smoke: false")
             role = promotion.checks_role_arn
             problem = None
-            if env.endpoints:
-                problem = env.checks_role_problem(self.checks_trust(env.name)) if role is None \
-                    else env.checks_runner_problem()
+            if role is None:
+                problem = env.checks_role_problem(self.checks_trust(env.name))
+            elif env.endpoints:
+                problem = env.checks_runner_problem()
             if problem:
                 yield Issue(join(where, "name"), promotion.name, problem)
             if role is not None and role.split(":")[4] != env.account:
@@ -202,16 +203,23 @@ def _field_at(model: type[Model], path: str) -> Any:
 
 
 def pipeline_file(config_dir: Path | None = None) -> Path:
+    """Where the pipeline's configuration is: ``<config_dir>/pipeline.yaml``. Whether the app synthesizes a pipeline
+    depends on whether anything is there at all (``hyperpod_dpd.config.files.present``): a directory, a link that
+    leads nowhere or a file that cannot be read is an error of :func:`read_pipeline`, never "no pipeline"."""
     return resolve_config_dir(config_dir) / PIPELINE_FILE
 
 
 def read_pipeline(config_dir: Path | None = None) -> PipelineConfig:
-    """``<config_dir>/pipeline.yaml`` on its own: types, duplicates, roles, and that each named environment exists."""
+    """``<config_dir>/pipeline.yaml`` on its own: types, duplicates, roles, and that each named environment exists.
+
+    Whatever cannot be read as a YAML mapping (a directory, a file without read permission, bytes that are not
+    UTF-8, a list, an empty file) is one line naming the file (``read_yaml`` for the file system and the encoding)."""
     path = pipeline_file(config_dir)
     source = display_path(path)
     data = read_yaml(path)
     if not isinstance(data, dict):
-        raise ConfigError.single(source, "<root>", data, "must be a mapping of pipeline settings")
+        raise ConfigError.single(source, "<root>", data, "must be a mapping of pipeline settings ("
+                                 + ", ".join(PipelineConfig.model_fields) + ")")
     try:
         config = PipelineConfig.model_validate(data)
     except ValidationError as exc:

@@ -13,7 +13,7 @@ PREFIX_PLACEHOLDER = "<PREFIX>"
 REGION_PLACEHOLDER = "<REGION>"
 
 
-def endpoint_block(plan: Plan, *, namespace: str = "default", prefill_group: str = "prefill",
+def endpoint_block(plan: Plan, *, namespace: str = "llm-serving", prefill_group: str = "prefill",
                    decode_group: str = "decode", region: str | None = None) -> dict[str, Any]:
     """The endpoint as planned: the prefill replicas the predictions used, the recommended settings, and one
     decoder (the operator's limit, even when a hypothetical multi-decoder layout was modelled).

@@ -84,10 +84,12 @@ def test_the_kubectl_handler_runs_as_the_given_role_in_the_given_subnets(adopted
     assert [h["Role"] for h in handlers] == [existing["kubectl_role_arn"]]
     assert handlers[0]["VpcConfig"] == {"SubnetIds": existing["kubectl_private_subnet_ids"],
                                         "SecurityGroupIds": [existing["kubectl_security_group_id"]]}
-    # the endpoint manifests go through that provider, from the endpoints stack
-    (manifest,) = _resources(synthesized, "endpoints", "Custom::AWSCDK-EKS-KubernetesResource").values()
-    assert manifest["Properties"]["ClusterName"] == existing["cluster_name"]
-    assert "EksKubectlProviderframeworkonEvent" in str(manifest["Properties"]["ServiceToken"])
+    # the endpoint manifests (and the endpoint's namespace) go through that provider, from the endpoints stack
+    manifests = _resources(synthesized, "endpoints", "Custom::AWSCDK-EKS-KubernetesResource")
+    assert sorted(k.split("-")[0][:8] for k in manifests) == ["Endpoint", "Namespac"]
+    for manifest in manifests.values():
+        assert manifest["Properties"]["ClusterName"] == existing["cluster_name"]
+        assert "EksKubectlProviderframeworkonEvent" in str(manifest["Properties"]["ServiceToken"])
 
 
 def test_operator_roles_trust_the_adopted_oidc_provider(adopted, config) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from hyperpod_dpd.config.network import public_cidrs_problem
 from hyperpod_dpd.infra.guardrails.rules.base import Finding, Rule, Settings
 from hyperpod_dpd.infra.guardrails.templates import StageTemplates
 
@@ -37,9 +38,18 @@ def _restricted_endpoint(templates: StageTemplates, settings: Settings) -> Itera
         vpc = cluster.properties.get("ResourcesVpcConfig", {})
         if vpc.get("EndpointPublicAccess", True) is False:
             continue
-        cidrs = vpc.get("PublicAccessCidrs", ["0.0.0.0/0"])
-        if "0.0.0.0/0" in cidrs:
-            yield Finding(cluster, "Properties.ResourcesVpcConfig", "production API endpoint is open to 0.0.0.0/0")
+        cidrs = vpc.get("PublicAccessCidrs", ["0.0.0.0/0"])  # EKS's default when the property is absent
+        if not isinstance(cidrs, list) or not all(isinstance(c, str) for c in cidrs):
+            # a token or an intrinsic: what it resolves to is unknown here, so it counts as open
+            yield Finding(cluster, "Properties.ResourcesVpcConfig",
+                          "production API endpoint's PublicAccessCidrs are not literal CIDRs, so they may be public")
+            continue
+        try:
+            problem = public_cidrs_problem(cidrs)
+        except ValueError as error:
+            problem = f"PublicAccessCidrs are not CIDRs ({error})"
+        if problem:  # judged by the address space they cover, not the spelling 0.0.0.0/0
+            yield Finding(cluster, "Properties.ResourcesVpcConfig", f"production API endpoint: {problem}")
 
 
 RULES = [

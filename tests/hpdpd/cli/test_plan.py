@@ -106,7 +106,7 @@ def test_emit_endpoint_prints_only_a_yaml_block_of_the_documented_shape(capsys: 
     (endpoint,) = block["endpoints"]
     assert list(endpoint) == ["name", "namespace", "model", "instance_type", "tensor_parallel_size",
                               "max_model_len", "prefill", "decode", "routing", "pd_buffer_size"]
-    assert endpoint["name"] == "llama-3-3-70b" and endpoint["namespace"] == "default"
+    assert endpoint["name"] == "llama-3-3-70b" and endpoint["namespace"] == "llm-serving"
     assert endpoint["model"] == {"name": "Llama-3.3-70B-Instruct",
                                  "s3": {"bucket": "<BUCKET>", "prefix": "<PREFIX>", "region": "<REGION>"}}
     assert endpoint["prefill"] == {"replicas": 2, "instance_group": "prefill"}

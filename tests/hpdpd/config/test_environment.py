@@ -23,6 +23,9 @@ def test_model_buckets_include_every_bucket_an_endpoint_loads_from(write_config:
         endpoint = dict(data["endpoints"][0], name="second", namespace="team-b")
         endpoint["model"] = dict(endpoint["model"], s3={"bucket": "team-weights", "prefix": "x", "region": "us-west-2"})
         data["endpoints"].append(endpoint)
+        # (a node pair per endpoint: two endpoints cannot share the one prefill and one decode node)
+        data["hyperpod"]["instance_groups"] = [{**g, "count": 2} if g["name"] in ("prefill", "decode") else g
+                                               for g in data["hyperpod"]["instance_groups"]]
 
     env = load_environment("dev", write_config(extra))
     assert [(b.name, b.create) for b in env.model_buckets] == [

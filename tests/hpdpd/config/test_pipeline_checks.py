@@ -54,7 +54,7 @@ def test_the_checks_role_defaults_to_the_toolkits_and_an_explicit_one_wins() -> 
     assert PromotionConfig(name="dev", checks_role_arn=own).checks_role(dev) == own
 
 
-def test_the_pipeline_trusts_each_environment_it_promotes_with_endpoints() -> None:
+def test_the_pipeline_trusts_each_environment_it_promotes() -> None:
     # GIVEN the fixture pipeline (dev, staging, prod; only dev has endpoints; no checks_role_arn anywhere)
     pipeline = load_pipeline()
     envs = {n: load_environment(n) for n in pipeline.order}
@@ -64,8 +64,10 @@ def test_the_pipeline_trusts_each_environment_it_promotes_with_endpoints() -> No
     assert pipeline.checks_trust("dev") == PIPELINE_CHECKS_DEV
     assert trusted["dev"].checks_role_trust == PIPELINE_CHECKS_DEV and trusted["dev"].checks_runner
     assert trusted["dev"].operations_roles == ("arn:aws:iam::111111111111:role/hpdpd-dev-checks-runner",)
-    # AND the environments without endpoints get no role and no runner (no check step reaches into their clusters)
-    assert trusted["staging"].checks_role_trust is None and trusted["prod"].operations_roles == ()
+    # AND the environments without endpoints get the checks role too (preflight, wait and status run as it), but no
+    # runner and so no operations role (no check step reaches into their clusters)
+    assert trusted["staging"].checks_role_trust == PIPELINE_CHECKS_DEV.replace("-dev", "-staging")
+    assert trusted["prod"].operations_roles == () and trusted["staging"].operations_roles == ()
     assert not trusted["staging"].checks_runner and not trusted["prod"].checks_runner
     # AND the trust changes nothing else of the configuration
     assert trusted["dev"].model_dump() == envs["dev"].model_dump() and envs["dev"].checks_role_trust is None

@@ -73,6 +73,9 @@ def two_endpoints(base_configs: dict[str, dict[str, Any]]) -> EnvironmentConfig:
         del second["slo"]
         data["endpoints"].append(second)
         data["alerts"] = {"prefill_queue_depth": 12, "kv_transfer_p99_ms": 250, "fallback_ratio": 0.5}
+        # (a node pair per endpoint: two endpoints cannot share the one prefill and one decode node)
+        data["hyperpod"]["instance_groups"] = [{**g, "count": 2} if g["name"] in ("prefill", "decode") else g
+                                               for g in data["hyperpod"]["instance_groups"]]
     return _env(base_configs["dev"], mutate)
 
 

@@ -31,6 +31,9 @@ def _two_endpoints(base: dict[str, Any]) -> EnvironmentConfig:
     data["endpoints"].append({**copy.deepcopy(first), "name": "llama-small", "namespace": "llm-small"})
     del data["endpoints"][1]["slo"]
     data["alerts"] = {"prefill_queue_depth": 12, "kv_transfer_p99_ms": 250, "fallback_ratio": 0.5}
+    # (a node pair per endpoint: two endpoints cannot share the one prefill and one decode node)
+    data["hyperpod"]["instance_groups"] = [{**g, "count": 2} if g["name"] in ("prefill", "decode") else g
+                                           for g in data["hyperpod"]["instance_groups"]]
     return parse_environment(data, name="two-endpoints", source="two-endpoints.yaml", base_dir=FIXTURE_CONFIG_DIR.parent)
 
 

@@ -25,6 +25,9 @@ def _env(base: dict[str, Any], **alerts: Any) -> EnvironmentConfig:
     data["endpoints"].append({**copy.deepcopy(data["endpoints"][0]), "name": "llama-3-3-70b-small", "namespace": "llm-small",
                               "pd_buffer_size": 4294967296})
     data["alerts"] = alerts
+    # (a node pair per endpoint: two endpoints cannot share the one prefill and one decode node)
+    data["hyperpod"]["instance_groups"] = [{**g, "count": 2} if g["name"] in ("prefill", "decode") else g
+                                           for g in data["hyperpod"]["instance_groups"]]
     return parse_environment(data, name="dev", source="dev.yaml", base_dir=FIXTURE_CONFIG_DIR.parent)
 
 

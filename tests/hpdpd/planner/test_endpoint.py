@@ -25,7 +25,7 @@ def test_the_block_has_exactly_the_documented_keys_and_values() -> None:
     # THEN it is the documented shape with the plan's values and placeholders for the weights' location
     assert block == {"endpoints": [{
         "name": "llama-3-3-70b",
-        "namespace": "default",
+        "namespace": "llm-serving",  # an environment refuses the reserved 'default'
         "model": {"name": "Llama-3.3-70B-Instruct",
                   "s3": {"bucket": "<BUCKET>", "prefix": "<PREFIX>", "region": "<REGION>"}},
         "instance_type": "ml.p5.48xlarge",
@@ -42,7 +42,7 @@ def test_leaf_mappings_are_written_in_flow_style_like_the_config_files() -> None
     text = render_yaml(endpoint_block(_plan(), region="us-west-2"))
     assert "    routing: {threshold: 4096, strategy: prefixaware}\n" in text
     assert "region: us-west-2}" in text
-    assert text.startswith("endpoints:\n  - name: llama-3-3-70b\n    namespace: default\n")
+    assert text.startswith("endpoints:\n  - name: llama-3-3-70b\n    namespace: llm-serving\n")
 
 
 def test_group_names_and_region_come_from_the_environment_when_known() -> None:

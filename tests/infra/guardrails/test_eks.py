@@ -37,4 +37,24 @@ def test_open_endpoint_fires_eks3_in_production_only(view) -> None:
     # THEN only a production environment is told to restrict it
     assert run("HPDPD-EKS3", stage, Settings(production=False)) == []
     (finding,) = run("HPDPD-EKS3", stage, Settings(production=True))
-    assert "0.0.0.0/0" in finding.detail
+    assert "publicly routable IPv4 addresses" in finding.detail
+
+
+@pytest.mark.parametrize("cidrs", [["0.0.0.0/1", "128.0.0.0/1"], ["8.0.0.0/7"]])
+def test_public_space_spelled_otherwise_fires_eks3(view, cidrs: list[str]) -> None:
+    # GIVEN a production endpoint opened to all of IPv4 in two halves, or to a block wider than one organisation's
+    stage = view("dev")
+    first(stage, "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]["PublicAccessCidrs"] = cidrs
+    # THEN the rule judges the address space covered, not the literal 0.0.0.0/0
+    (finding,) = run("HPDPD-EKS3", stage, Settings(production=True))
+    assert "public" in finding.detail
+
+
+def test_unresolved_cidrs_count_as_open_for_eks3(view) -> None:
+    # GIVEN a production endpoint whose CIDRs are an intrinsic the rule cannot read
+    stage = view("dev")
+    vpc = first(stage, "AWS::EKS::Cluster")["Properties"]["ResourcesVpcConfig"]
+    vpc["PublicAccessCidrs"] = {"Fn::Split": [",", {"Ref": "Cidrs"}]}
+    # THEN it fails safe
+    (finding,) = run("HPDPD-EKS3", stage, Settings(production=True))
+    assert "not literal CIDRs" in finding.detail
