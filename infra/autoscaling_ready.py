@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -26,7 +26,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
-from hyperpod_dpd.infra import checkov, nag
+from hyperpod_dpd.infra import checkov, nag, source_conditions
 
 HANDLER_DIR = Path(__file__).parent / "handlers" / "autoscaling_ready"
 RESOURCE_TYPE = "Custom::HyperPodAutoScalingReady"
@@ -149,6 +149,9 @@ class AutoScalingReady(Construct):
         nag.acknowledge(waiter, "AwsSolutions-SF2", f"{FRAMEWORK}: aws-cdk-lib builds the state machine and offers "
                                                     "no tracing setting; every execution is logged in full instead")
         checkov.skip_all(_cfn(waiter), STATE_MACHINE_SKIPS)
+        # The state machine's role (aws-cdk-lib's), bound to this account's state machines in place.
+        source_conditions.bind_trust(cast(iam.IRole, waiter.node.find_child("Role")), "states.amazonaws.com",
+                                     source_conditions.step_functions(self))
 
 
 def _cfn(construct: IConstruct) -> cdk.CfnResource:

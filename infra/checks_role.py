@@ -1,12 +1,14 @@
-"""ChecksRole: the role the promotion pipeline's check steps assume in one environment to start its checks runner.
+"""ChecksRole: the role the promotion pipeline's check steps assume in one environment, with exactly the read-only
+calls of ``hpdpd preflight``, ``wait`` and ``status``, and (with the checks runner) the calls that start the runner.
 
-The pipeline's ``Rollout``, ``Smoke`` and ``KvFabric`` steps (stacks/pipeline_stack.py) run in CodeBuild in the
-pipeline account, outside every VPC. They assume this role in the environment's account and run their commands through
-``hpdpd checks run`` (hpdpd/ops/remote_checks.py): upload the checkout, start a build of the environment's checks runner
-(infra/checks_runner.py) inside its VPC, follow its log, read its result. The runner's own role holds the cluster
-access; this role has none. It is created by the environment's platform stack, which every stage deploys before its
-endpoints stack (and so before ``Rollout``, a step of that stack).
+The pipeline's steps (stacks/pipeline_stack.py) run in CodeBuild in the pipeline account. Every one of them assumes
+this role, never the CDK bootstrap lookup role (which carries ``ReadOnlyAccess`` on the whole account).
 
+* **Where**: the environment's network stack (:func:`hyperpod_dpd.infra.platform.build_network`), which the pipeline
+  deploys before its ``Preflight`` step; the platform stack does not exist yet on a first deploy, and preflight must
+  run before the platform creates the HyperPod cluster. :class:`ChecksRoleGrants` (in the platform stack) adds what
+  needs the platform's resources: starting the checks runner (infra/checks_runner.py) and reading the platform stack's
+  outputs.
 * **Name**: explicit (``hpdpd-<env>-checks``, :data:`hyperpod_dpd.config.environment.CHECKS_ROLE_NAME`), so the
   pipeline account can name it before it exists.
 * **Trust**: one role ARN, the pipeline's CodeBuild role of this environment's checks. The trust policy names the
@@ -14,13 +16,21 @@ endpoints stack (and so before ``Rollout``, a step of that stack).
   principal is a role that does not exist yet, and turns a role principal into the role's unique id, so a recreated
   pipeline role would lose the trust; the condition key holds "the ARN of the role, not the ARN of the user that
   assumed the role" for role sessions (IAM User Guide, "AWS global condition context keys", ``aws:PrincipalArn``).
-* **Permissions**: exactly the calls of ``hpdpd checks run``: ``codebuild:BatchGetProjects`` (the runner's source
-  bucket), ``codebuild:StartBuild``, ``codebuild:BatchGetBuilds`` and ``codebuild:StopBuild`` on the one project (CodeBuild
-  authorizes each on the project ARN: Service Authorization Reference, AWS CodeBuild, resource type ``project``),
-  ``s3:PutObject`` under the runner bucket's ``sources/``, and ``logs:GetLogEvents`` on the runner's log group.
+* **Read permissions**: one action per AWS call the three commands make (:data:`READ_CALLS`), on this environment's
+  resources where the action takes a resource (Service Authorization Reference: Amazon EKS, SageMaker AI, Amazon S3,
+  AWS CloudFormation list the resource types used below; Service Quotas' list actions and EC2's ``Describe*`` take
+  none, ``*``).
+* **Runner permissions** (:class:`ChecksRoleGrants`): ``codebuild:BatchGetProjects``, ``StartBuild``,
+  ``BatchGetBuilds`` and ``StopBuild`` on the one project (CodeBuild authorizes each on the project ARN: Service
+  Authorization Reference, AWS CodeBuild, resource type ``project``), ``s3:PutObject`` under the runner bucket's
+  ``sources/``, and ``logs:GetLogEvents`` on the runner's log group.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -30,10 +40,34 @@ from hyperpod_dpd.config.environment import IAM_ROLE_NAME, TRUSTED_ROLE_ARN
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import nag
 from hyperpod_dpd.infra.arns import arn
-from hyperpod_dpd.infra.checks_runner import ChecksRunner
+from hyperpod_dpd.infra.checks_runner import ChecksRunner, endpoint_resources
 from hyperpod_dpd.ops.remote_checks import SOURCE_PREFIX
 
-# The calls of hpdpd/ops/remote_checks.py, each with what it does.
+if TYPE_CHECKING:
+    from hyperpod_dpd.config import EnvironmentConfig
+
+# Every AWS call of `hpdpd preflight`, `wait` (cluster, add-ons, endpoint) and `status` without a kubeconfig, and the
+# pipeline step's one AWS CLI call, as (boto3 service, operation) -> the IAM action it needs (None: none needed).
+READ_CALLS: Mapping[tuple[str, str], str | None] = {
+    ("sts", "GetCallerIdentity"): None,  # "No permissions are required" (STS API reference, GetCallerIdentity)
+    ("service-quotas", "ListServiceQuotas"): "servicequotas:ListServiceQuotas",  # hpdpd/ops/quotas.py
+    ("service-quotas", "ListAWSDefaultServiceQuotas"): "servicequotas:ListAWSDefaultServiceQuotas",
+    ("ec2", "DescribeInstanceTypeOfferings"): "ec2:DescribeInstanceTypeOfferings",  # hpdpd/ops/capacity.py
+    ("ec2", "DescribeInstanceTypes"): "ec2:DescribeInstanceTypes",
+    ("ec2", "DescribeSubnets"): "ec2:DescribeSubnets",
+    ("eks", "DescribeCluster"): "eks:DescribeCluster",  # hpdpd/ops/clusters.py
+    ("eks", "ListAddons"): "eks:ListAddons",  # hpdpd/ops/addons.py
+    ("eks", "DescribeAddon"): "eks:DescribeAddon",
+    ("eks", "DescribeAddonVersions"): "eks:DescribeAddonVersions",  # hpdpd/ops/eks_checks.py
+    # HeadBucket and ListObjectsV2 are both authorized as s3:ListBucket (S3 API reference, "HeadBucket":
+    # "you must have permissions to perform the s3:ListBucket action"; "ListObjectsV2": same) (hpdpd/ops/model_checks.py)
+    ("s3", "HeadBucket"): "s3:ListBucket",
+    ("s3", "ListObjectsV2"): "s3:ListBucket",
+    ("sagemaker", "DescribeCluster"): "sagemaker:DescribeCluster",  # hpdpd/ops/clusters.py
+    ("sagemaker", "ListClusterNodes"): "sagemaker:ListClusterNodes",
+    ("sagemaker", "DescribeEndpoint"): "sagemaker:DescribeEndpoint",  # hpdpd/ops/endpoints.py
+    ("cloudformation", "DescribeStacks"): "cloudformation:DescribeStacks",  # the KvFabric step's Prometheus URL
+}
 RUNNER_ACTIONS = (
     "codebuild:BatchGetProjects",  # RemoteChecks.describe: the project's S3 source bucket
     "codebuild:StartBuild",  # RemoteChecks.start
@@ -43,25 +77,54 @@ RUNNER_ACTIONS = (
 UPLOAD = "s3:PutObject"  # RemoteChecks.upload
 READ_LOG = "logs:GetLogEvents"  # RemoteChecks.follow
 WILDCARD_REASONS = {
+    "ReadQuotas": "Service Quotas' list actions take no resource (Service Authorization Reference, Service Quotas)",
+    "DescribeEc2": "EC2 Describe* actions support no resource-level permissions",
+    "ListAddonVersions": "eks:DescribeAddonVersions takes no resource (Service Authorization Reference, Amazon EKS)",
+    "ReadEksAddons": "This cluster's add-ons; an add-on ARN ends in an id EKS assigns",
+    "ReadHyperPod": "A HyperPod cluster's ARN ends in an id assigned at creation; clusters of this account and Region",
+    "ReadEndpoints": "Each configured SageMaker endpoint and its IEC generations (<name>-<six hex characters>)",
+    "ReadPlatformStack": "This platform stack; a stack ARN ends in an id CloudFormation assigns",
     "UploadSource": "Each run uploads one new zip under sources/ of the runner's own bucket; the key is new per run",
     "ReadRunnerLog": "The runner's own log group; CodeBuild names a new log stream per build",
 }
 
 
+def _actions(*calls: tuple[str, str]) -> list[str]:
+    return sorted({a for c in calls if (a := READ_CALLS[c]) is not None})
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckTargets:
+    """The resources the read-only checks look at: the EKS cluster, the model buckets and the SageMaker endpoints."""
+
+    eks_cluster_name: str
+    model_buckets: tuple[str, ...] = ()
+    sagemaker_endpoint_names: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, config: EnvironmentConfig) -> CheckTargets:
+        """What preflight, wait and status read for ``config``: its EKS cluster, every model bucket (the operator's and
+        the endpoints'), and each endpoint's configured SageMaker endpoint name."""
+        return cls(eks_cluster_name=config.eks.cluster_name, model_buckets=tuple(b.name for b in config.model_buckets),
+                   sagemaker_endpoint_names=tuple(e.sagemaker_endpoint_name for e in config.endpoints
+                                                  if e.sagemaker_endpoint_name))
+
+
 class ChecksRole(Construct):
-    """The pipeline's checks role of one environment (see the module docstring).
+    """The pipeline's checks role of one environment, with the read-only checks (see the module docstring).
 
     Args:
         role_name: the role's explicit name (``hpdpd-<env>-checks``).
         trusted_role_arn: the one role that may assume it (the pipeline's CodeBuild role of this environment's
             checks, ``arn:<partition>:iam::<pipeline account>:role/<pipeline>-checks-<env>``).
-        runner: the environment's checks runner, the one project it may start.
+        targets: what the checks read.
 
-    Attributes: ``role`` (the ``iam.Role``), ``policy`` (its one inline policy), ``trusted_role_arn`` (partition-aware).
+    Attributes: ``role`` (the ``iam.Role``), ``policy`` (its read-only policy), ``trusted_role_arn`` and ``role_arn``
+    (partition-aware, built from the name: another stack may use it without an export), ``role_name``.
     """
 
     def __init__(self, scope: Construct, id: str, *, role_name: str, trusted_role_arn: str,
-                 runner: ChecksRunner) -> None:
+                 targets: CheckTargets) -> None:
         where = "ChecksRole"
         if not IAM_ROLE_NAME.fullmatch(role_name):
             raise ConfigError.single(None, f"{where}.role_name", role_name,
@@ -73,20 +136,82 @@ class ChecksRole(Construct):
                                      "'arn:aws:iam::444444444444:role/hpdpd-pipeline-checks-dev'")
         super().__init__(scope, id)
         account = trusted["account"]
+        stack = cdk.Stack.of(self)
+        self.role_name = role_name
+        self.role_arn = f"arn:{cdk.Aws.PARTITION}:iam::{stack.account}:role/{role_name}"
         self.trusted_role_arn = f"arn:{cdk.Aws.PARTITION}:iam::{account}:role/{trusted['name']}"
         self.role = iam.Role(
             self, "Role", role_name=role_name,
             # the account as ARN, so the partition stays ${AWS::Partition} (AccountPrincipal folds it into a literal)
             assumed_by=iam.ArnPrincipal(f"arn:{cdk.Aws.PARTITION}:iam::{account}:root").with_conditions(
                 {"ArnEquals": {"aws:PrincipalArn": self.trusted_role_arn}}),
-            description=f"hyperpod-dpd: the promotion pipeline starts the checks runner {runner.project_name} as this")
-        statements = [
-            iam.PolicyStatement(sid="StartRunner", actions=list(RUNNER_ACTIONS),
-                                resources=[arn(self, "codebuild", f"project/{runner.project_name}")]),
-            iam.PolicyStatement(sid="UploadSource", actions=[UPLOAD],
-                                resources=[runner.bucket.arn_for_objects(f"{SOURCE_PREFIX}*")]),
-            iam.PolicyStatement(sid="ReadRunnerLog", actions=[READ_LOG], resources=[runner.log_group.log_group_arn]),
-        ]
+            description="hyperpod-dpd: the promotion pipeline's checks (preflight, wait, status; the checks runner)")
+        statements = self._statements(targets)
         self.policy = iam.Policy(self, "Policy", statements=statements)
         self.policy.attach_to_role(self.role)
         nag.acknowledge_wildcards(self.policy, statements, WILDCARD_REASONS)
+
+    def _statements(self, targets: CheckTargets) -> list[iam.PolicyStatement]:
+        cluster = arn(self, "eks", f"cluster/{targets.eks_cluster_name}")
+        statements = [
+            iam.PolicyStatement(sid="ReadQuotas", resources=["*"], actions=_actions(
+                ("service-quotas", "ListServiceQuotas"), ("service-quotas", "ListAWSDefaultServiceQuotas"))),
+            iam.PolicyStatement(sid="DescribeEc2", resources=["*"], actions=_actions(
+                ("ec2", "DescribeInstanceTypeOfferings"), ("ec2", "DescribeInstanceTypes"), ("ec2", "DescribeSubnets"))),
+            iam.PolicyStatement(sid="ReadEksCluster", resources=[cluster],
+                                actions=_actions(("eks", "DescribeCluster"), ("eks", "ListAddons"))),
+            # arn:${Partition}:eks:${Region}:${Account}:addon/${ClusterName}/${AddonName}/${UUID}
+            iam.PolicyStatement(sid="ReadEksAddons", actions=_actions(("eks", "DescribeAddon")),
+                                resources=[arn(self, "eks", f"addon/{targets.eks_cluster_name}/*")]),
+            iam.PolicyStatement(sid="ListAddonVersions", resources=["*"],
+                                actions=_actions(("eks", "DescribeAddonVersions"))),
+            iam.PolicyStatement(sid="ReadHyperPod", resources=[arn(self, "sagemaker", "cluster/*")], actions=_actions(
+                ("sagemaker", "DescribeCluster"), ("sagemaker", "ListClusterNodes"))),
+        ]
+        if targets.model_buckets:
+            statements.append(iam.PolicyStatement(
+                sid="ListModelBuckets", actions=_actions(("s3", "HeadBucket"), ("s3", "ListObjectsV2")),
+                resources=[f"arn:{cdk.Aws.PARTITION}:s3:::{b}" for b in dict.fromkeys(targets.model_buckets)]))
+        if targets.sagemaker_endpoint_names:
+            statements.append(iam.PolicyStatement(
+                sid="ReadEndpoints", actions=_actions(("sagemaker", "DescribeEndpoint")),
+                resources=endpoint_resources(self, targets.sagemaker_endpoint_names)))
+        return statements
+
+
+class ChecksRoleGrants(Construct):
+    """What the checks role may do with the platform's resources, from the platform's scope: start and follow the
+    checks runner (``runner``), and read this platform stack's outputs (``read_outputs``: the KvFabric step reads the
+    Prometheus query URL). Attached to the role by name when the role lives in another stack (no export).
+
+    Attributes: ``policy`` (None when there is nothing to grant).
+    """
+
+    def __init__(self, scope: Construct, id: str, *, checks_role: ChecksRole, runner: ChecksRunner | None,
+                 read_outputs: bool) -> None:
+        super().__init__(scope, id)
+        stack = cdk.Stack.of(self)
+        statements: list[iam.PolicyStatement] = []
+        if read_outputs:
+            statements.append(iam.PolicyStatement(
+                sid="ReadPlatformStack", actions=_actions(("cloudformation", "DescribeStacks")),
+                resources=[arn(self, "cloudformation", f"stack/{stack.stack_name}/*")]))
+        if runner is not None:
+            statements += [
+                iam.PolicyStatement(sid="StartRunner", actions=list(RUNNER_ACTIONS),
+                                    resources=[arn(self, "codebuild", f"project/{runner.project_name}")]),
+                iam.PolicyStatement(sid="UploadSource", actions=[UPLOAD],
+                                    resources=[runner.bucket.arn_for_objects(f"{SOURCE_PREFIX}*")]),
+                iam.PolicyStatement(sid="ReadRunnerLog", actions=[READ_LOG],
+                                    resources=[runner.log_group.log_group_arn]),
+            ]
+        self.policy: iam.Policy | None = None
+        if not statements:
+            return
+        self.policy = iam.Policy(self, "Policy", statements=statements)
+        same_stack = cdk.Stack.of(checks_role) is stack
+        self.policy.attach_to_role(checks_role.role if same_stack else
+                                   iam.Role.from_role_name(self, "Role", checks_role.role_name))
+        self.policy.node.add_dependency(checks_role)  # another stack: a stack dependency, no export
+        nag.acknowledge_wildcards(self.policy, statements, WILDCARD_REASONS)
+

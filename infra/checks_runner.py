@@ -19,6 +19,7 @@ environment's private subnets, as the runner's role, which holds the cluster acc
   under ``sources/``, and objects expire after :data:`SOURCE_EXPIRATION_DAYS` days.
 * **Runner role** ``hpdpd-<env>-checks-runner`` (CodeBuild's service role; an operations role with the access entry):
   exactly the statements below, written here; CDK adds nothing to it (the project gets it without policy updates).
+  CodeBuild may assume it for this one project of this account only (infra/source_conditions.py, ``codebuild``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from constructs import Construct
 from hyperpod_dpd.config.endpoint_checks import GENERATION_LENGTH
 from hyperpod_dpd.config.environment import CODEBUILD_PROJECT_NAME, IAM_ROLE_NAME
 from hyperpod_dpd.errors import ConfigError
-from hyperpod_dpd.infra import checkov, nag
+from hyperpod_dpd.infra import checkov, nag, source_conditions
 from hyperpod_dpd.infra.arns import arn
 from hyperpod_dpd.infra.buckets import secure_bucket
 from hyperpod_dpd.infra.build_environment import BUILD_IMAGE, HPDPD, RUNTIMES, SETUP
@@ -164,8 +165,9 @@ class ChecksRunner(Construct):
             from_port=API_SERVER_PORT, to_port=API_SERVER_PORT,
             source_security_group_id=self.security_group.security_group_id,
             description=f"Kubernetes API from the checks runner {project_name}")
-        self.role = iam.Role(self, "Role", role_name=role_name, assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
-                             description=f"hyperpod-dpd: the checks runner of {eks_cluster_name} (verify, smoke, rollout)")
+        self.role = iam.Role(self, "Role", role_name=role_name, description=f"hyperpod-dpd: the checks runner of "
+                             f"{eks_cluster_name} (verify, smoke, rollout)", assumed_by=source_conditions.service_principal(
+                                 "codebuild.amazonaws.com", source_conditions.codebuild(self, project_name)))
         statements = self._statements(eks_cluster_name, prometheus_workspace_arn, sagemaker_endpoint_names, subnets)
         self.policy = iam.Policy(self, "Policy", statements=statements)
         self.policy.attach_to_role(self.role)

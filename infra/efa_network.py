@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -13,8 +14,11 @@ from constructs import Construct
 
 from hyperpod_dpd.config.network import CreateVpc, ExistingSubnet, ExistingVpc
 from hyperpod_dpd.errors import ConfigError
-from hyperpod_dpd.infra import guardrails
+from hyperpod_dpd.infra import guardrails, source_conditions
 from hyperpod_dpd.infra.arns import arn
+
+if TYPE_CHECKING:
+    from hyperpod_dpd.infra.checks_role import ChecksRole
 
 # FSx for Lustre client ports (https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html).
 LUSTRE_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
@@ -30,7 +34,8 @@ class EfaNetwork(Construct):
     every pod takes a VPC IP. The EFA security group admits traffic only from itself (EFA needs self-referencing
     ingress *and* egress) plus the FSx for Lustre ports, and allows all egress.
 
-    Attributes: ``vpc``, ``eks_subnets`` (control plane and system nodes), ``gpu_subnet``, ``efa_security_group``.
+    Attributes: ``vpc``, ``eks_subnets`` (control plane and system nodes), ``gpu_subnet``, ``efa_security_group``,
+    ``checks_role`` (the pipeline's checks role when :func:`hyperpod_dpd.infra.platform.build_network` made one).
     """
 
     def __init__(
@@ -52,6 +57,8 @@ class EfaNetwork(Construct):
                                      f"must be one of {list(create.availability_zones)}")
         super().__init__(scope, id)
         self.gpu_availability_zone = gpu_availability_zone
+        # The pipeline's checks role, when infra.platform.build_network creates one next to the network.
+        self.checks_role: ChecksRole | None = None
         if create is not None:
             self._create(create, flow_log_retention, removal_policy)
         else:
@@ -91,6 +98,10 @@ class EfaNetwork(Construct):
             ],
             flow_logs=flow_logs,
         )
+        if flow_logs:  # the role aws-cdk-lib creates for the flow log: bound to this account's flow logs
+            role = cast(ec2.FlowLog, vpc.node.find_child("All")).iam_role
+            assert role is not None  # a CloudWatch Logs destination always has one
+            source_conditions.bind_trust(role, "vpc-flow-logs.amazonaws.com", source_conditions.flow_logs(self))
         self.vpc: ec2.IVpc = vpc
         self.eks_subnets: list[ec2.ISubnet] = list(vpc.private_subnets)
         self.public_subnets: list[ec2.ISubnet] = list(vpc.public_subnets)

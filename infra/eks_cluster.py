@@ -22,7 +22,7 @@ from hyperpod_dpd.config.eks import ALL_LOG_TYPES, SystemNodeGroup
 from hyperpod_dpd.config.eks_existing import ExistingEksCluster
 from hyperpod_dpd.config.hyperpod import ROLE_LABEL
 from hyperpod_dpd.errors import MISSING, ConfigError, Issue
-from hyperpod_dpd.infra import guardrails, nag
+from hyperpod_dpd.infra import guardrails, nag, source_conditions
 from hyperpod_dpd.infra.arns import arn
 
 _LOG_TYPES = {
@@ -227,6 +227,8 @@ class HyperPodEksCluster(Construct):
         self.oidc_provider = cluster.open_id_connect_provider
         nag.acknowledge_managed_policies(cluster.role, {
             "AmazonEKSClusterPolicy": "EKS requires this AWS managed policy on the cluster service role"})
+        # The role aws_eks_v2 creates, bound to this cluster in place (a new role would replace the cluster).
+        source_conditions.bind_trust(cluster.role, "eks.amazonaws.com", source_conditions.eks_cluster(self, cluster_name))
         self._acknowledge_kubectl_provider(cluster.node.find_child("KubectlProvider"))
         return cluster
 

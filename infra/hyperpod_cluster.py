@@ -18,10 +18,11 @@ from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
 from hyperpod_dpd.catalogue.operator import GPU_RESOURCE, MANAGED_BY, MANAGED_BY_LABEL
 from hyperpod_dpd.config.hyperpod import ClusterAutoScaling, InstanceGroup
 from hyperpod_dpd.errors import ConfigError
-from hyperpod_dpd.infra import guardrails, nag
+from hyperpod_dpd.infra import guardrails, nag, source_conditions
 from hyperpod_dpd.infra.arns import arn
 from hyperpod_dpd.infra.autoscaling_ready import AutoScalingReady
 from hyperpod_dpd.infra.buckets import secure_bucket
+from hyperpod_dpd.infra.registries import Registry, node_registries, repository_arns
 
 LIFECYCLE_DIR = Path(__file__).parent / "lifecycle"
 LIFECYCLE_PREFIX = "lifecycle"
@@ -130,7 +131,10 @@ class HyperPodCluster(Construct):
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
         access_logs_bucket: s3.IBucket | None = None,
         tags: Mapping[str, str] | None = None,
+        image_registries: Sequence[Registry] | None = None,
     ) -> None:
+        """``image_registries``: the ECR registries the nodes may pull from (infra/registries.py); default: this
+        account's and AWS's platform registries of ``region``."""
         self._validate(cluster_name, instance_groups, subnet_ids, security_group_ids, node_recovery)
         self._validate_autoscaling(instance_groups, autoscaling, node_recovery, node_provisioning_mode)
         super().__init__(scope, id)
@@ -147,7 +151,10 @@ class HyperPodCluster(Construct):
             self, "ExecutionRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description=f"HyperPod instance role of {cluster_name}: VPC CNI ENIs, image pulls, lifecycle scripts",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(INSTANCE_ROLE_POLICY)])
-        self._grant_node_permissions(eks_cluster_arn)
+        source_conditions.mark_unbound(self.execution_role, "hyperpod-instance-role")
+        account = cdk.Stack.of(self).account
+        self._grant_node_permissions(eks_cluster_arn, image_registries if image_registries is not None else
+                                     node_registries(region=region, account=account))
         self.cluster_role: iam.Role | None = None
         self.cluster_policy: iam.Policy | None = None
         if autoscaling is not None:
@@ -234,8 +241,9 @@ class HyperPodCluster(Construct):
                 labels=dict(sorted(group.node_labels.items())), taints=taints or None),
         )
 
-    def _grant_node_permissions(self, eks_cluster_arn: str) -> None:
-        """What the VPC CNI and kubelet on a HyperPod node need beyond the managed instance policy."""
+    def _grant_node_permissions(self, eks_cluster_arn: str, registries: Sequence[Registry]) -> None:
+        """What the VPC CNI and kubelet on a HyperPod node need beyond the managed instance policy; image pulls only
+        from ``registries``."""
         def ec2_arn(resource: str) -> str:
             return arn(self, "ec2", f"{resource}/*")
 
@@ -257,7 +265,7 @@ class HyperPodCluster(Construct):
                 resources=["*"]),
             iam.PolicyStatement(
                 sid="PullImages", actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
-                resources=[arn(self, "ecr", "repository/*", region="*", account="*")]),
+                resources=repository_arns(self, registries)),
             iam.PolicyStatement(sid="EcrToken", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
             iam.PolicyStatement(
                 sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"], resources=[eks_cluster_arn]),
@@ -275,7 +283,9 @@ class HyperPodCluster(Construct):
                                    "scoped to this account and Region",
             "VpcCniTagEnis": "The VPC CNI tags the ENIs it creates; their ids are not known in advance",
             "DescribeNetworking": "EC2 Describe* actions support no resource-level permissions",
-            "PullImages": "DPD worker and add-on images come from AWS-owned ECR registries in other accounts",
+            "PullImages": "Any repository of the registries the nodes' images come from (infra/registries.py: this "
+                          "account's, AWS's registries of the platform's pods, those the configured images name); "
+                          "the repository names are the images', chosen by AWS and the endpoints",
             "EcrToken": "ecr:GetAuthorizationToken supports no resource-level permissions",
             "ReadLifecycleScripts": "HyperPod reads every lifecycle script under the prefix it is given",
         })
@@ -288,6 +298,7 @@ class HyperPodCluster(Construct):
         role = iam.Role(
             self, "ClusterRole", assumed_by=iam.ServicePrincipal(CLUSTER_ROLE_PRINCIPAL),
             description=f"HyperPod autoscaling (Karpenter) of {cluster_name}: adds and removes cluster nodes")
+        source_conditions.mark_unbound(role, "hyperpod-cluster-role")
         statements = [
             iam.PolicyStatement(
                 sid="ScaleClusterNodes", actions=["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"],

@@ -38,7 +38,7 @@ from hyperpod_dpd.catalogue.versions import parse_addon_version
 from hyperpod_dpd.config.base import addon_version_issues
 from hyperpod_dpd.config.operator import ModelBucket, bucket_name_problem
 from hyperpod_dpd.errors import ConfigError
-from hyperpod_dpd.infra import nag, policies
+from hyperpod_dpd.infra import nag, policies, source_conditions
 from hyperpod_dpd.infra.arns import arn
 from hyperpod_dpd.infra.buckets import secure_bucket
 from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster
@@ -111,7 +111,7 @@ class InferenceOperator(Construct):
 
         self.execution_role = iam.Role(
             self, "ExecutionRole", role_name=execution_role_name,
-            assumed_by=iam.CompositePrincipal(iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            assumed_by=iam.CompositePrincipal(self._sagemaker(),
                                               self._irsa("ExecutionRole", OPERATOR_SERVICE_ACCOUNT, like=True)),
             description="HyperPod Inference Operator execution role (SageMaker models/endpoints, TLS certificates)",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(EXECUTION_ROLE_MANAGED_POLICY)])
@@ -132,7 +132,7 @@ class InferenceOperator(Construct):
         if gated_model_access:
             self.gated_model_role = iam.Role(
                 self, "GatedModelRole",
-                assumed_by=iam.CompositePrincipal(iam.ServicePrincipal("sagemaker.amazonaws.com"),
+                assumed_by=iam.CompositePrincipal(self._sagemaker(),
                                                   self._irsa("GatedModelRole", GATED_MODEL_SERVICE_ACCOUNTS, like=True)),
                 description="Downloads gated JumpStart models for the inference operator",
                 managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(GATED_MODEL_MANAGED_POLICY)])
@@ -217,6 +217,11 @@ class InferenceOperator(Construct):
                                          f"must be the cluster's Region {region}")
 
     # -- pieces ----------------------------------------------------------------------------------------------------
+
+    def _sagemaker(self) -> iam.IPrincipal:
+        """SageMaker, for resources of this account and Region only (the operator's published trust,
+        :func:`hyperpod_dpd.infra.source_conditions.sagemaker`)."""
+        return source_conditions.service_principal("sagemaker.amazonaws.com", source_conditions.sagemaker(self))
 
     def _irsa(self, id: str, subject: str, *, like: bool) -> iam.IPrincipal:
         """Web-identity trust on the cluster's OIDC provider for one service account (``like`` allows wildcards).

@@ -70,11 +70,20 @@ class DpdMonitoring(Construct):
         cluster_name = config.hyperpod.cluster_name
         self.key = kms.Key(self, "TopicKey", enable_key_rotation=True, removal_policy=removal_policy,
                            description=f"Encrypts the DPD alert topic of {config.name}")
-        # CloudWatch alarms (and AMP's alert manager, with a workspace) encrypt what they publish with this key.
-        publishers = ["cloudwatch.amazonaws.com", *(["aps.amazonaws.com"] if destination is not None else [])]
-        self.key.add_to_resource_policy(iam.PolicyStatement(
-            sid="AllowAlertPublishers", actions=["kms:Decrypt", "kms:GenerateDataKey*"], resources=["*"],
-            principals=[iam.ServicePrincipal(p) for p in publishers]))
+        # CloudWatch alarms (and AMP's alert manager, with a workspace) encrypt what they publish with this key, each
+        # bound to its own sources: "Add the aws:SourceAccount and aws:SourceArn condition keys to the KMS resource
+        # policy ... Refer to service specific documentation" (SNS developer guide, "Managing Amazon SNS encryption
+        # keys and costs", enabling compatibility between AWS event sources and encrypted topics, step 3; the keys
+        # are "not supported for EventBridge-to-encrypted topics", and no EventBridge rule publishes here).
+        publishers = {"cloudwatch.amazonaws.com": ("AllowCloudWatchAlarms", "ArnLike", arn(self, "cloudwatch", "alarm:*"))}
+        if destination is not None:  # any workspace of this account and Region: the workspace's own ARN would close
+            # a cycle (its alert manager names the topic, the topic its key); the topic policy names the one workspace
+            publishers["aps.amazonaws.com"] = ("AllowAlertManager", "ArnLike", arn(self, "aps", "workspace/*"))
+        for principal, (sid, operator, source) in publishers.items():
+            self.key.add_to_resource_policy(iam.PolicyStatement(
+                sid=sid, actions=["kms:Decrypt", "kms:GenerateDataKey*"], resources=["*"],
+                principals=[iam.ServicePrincipal(principal)],
+                conditions={operator: {"aws:SourceArn": source}, "StringEquals": {"aws:SourceAccount": stack.account}}))
         self.topic = sns.Topic(self, "Topic", master_key=self.key, enforce_ssl=True,
                                display_name=f"hyperpod-dpd {config.name} alerts")
         self.topic.add_to_resource_policy(iam.PolicyStatement(

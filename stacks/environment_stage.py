@@ -20,9 +20,10 @@ class EnvironmentStage(cdk.Stage):
     """One environment. The same class is used by ``cdk deploy`` and by the promotion pipeline.
 
     ``config`` as the application passes it: an environment the pipeline promotes carries the trust of its checks
-    role (``config.checks_role_trust``), so its platform stack creates the checks runner (``platform.checks_runner``:
-    a CodeBuild project in the environment's VPC) and the role that starts it (``checks_role``) before the endpoints
-    stack, and so before the pipeline's ``Rollout`` step of that stack.
+    role (``config.checks_role_trust``), so its network stack creates that role (``checks_role``, which every check
+    step assumes, preflight first) and, with endpoints, its platform stack the checks runner
+    (``platform.checks_runner``: a CodeBuild project in the environment's VPC), before the endpoints stack and so
+    before the pipeline's ``Rollout`` step of that stack.
     """
 
     def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, **kwargs: Any) -> None:
@@ -37,7 +38,7 @@ class EnvironmentStage(cdk.Stage):
                                       description=f"hyperpod-dpd {config.name}: EKS, HyperPod dependencies, HyperPod cluster",
                                       **common)
         self.platform.add_stack_dependency(self.network)
-        self.checks_role = self.platform.checks_role  # None unless config.checks_role_trust (infra/checks_role.py)
+        self.checks_role = self.platform.checks_role  # in the network stack; None unless config.checks_role_trust
         # Always present, even with no endpoints: removing an environment's last endpoint then updates this stack,
         # which deletes the endpoint's objects, instead of leaving a stack that no deploy touches any more.
         self.endpoints = EndpointsStack(

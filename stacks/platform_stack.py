@@ -42,8 +42,9 @@ class PlatformStack(cdk.Stack):
             cdk.CfnOutput(self, PROMETHEUS_OUTPUT, value=destination.prometheus_endpoint,
                           description="Prometheus query URL of the observability workspace (hpdpd verify --prometheus)")
         if self.checks_role is not None:
-            cdk.CfnOutput(self, CHECKS_ROLE_OUTPUT, value=self.checks_role.role.role_arn,
-                          description="The role the promotion pipeline's check steps start the checks runner as")
+            # the ARN from the role's name: the role is in the network stack, and an export would pin it there
+            cdk.CfnOutput(self, CHECKS_ROLE_OUTPUT, value=self.checks_role.role_arn,
+                          description="The role the promotion pipeline's check steps run as (in the network stack)")
         if self.checks_runner is not None:
             cdk.CfnOutput(self, CHECKS_PROJECT_OUTPUT, value=self.checks_runner.project.project_name,
                           description="The CodeBuild project that runs the cluster checks inside the VPC "

@@ -1,10 +1,11 @@
-"""ChecksRole: the role the pipeline's check steps assume, trusted by one role only, with exactly the calls that start
-and follow the checks runner, and no access to the cluster; the runner's role holds the operations access."""
+"""ChecksRole: the role the pipeline's check steps assume, trusted by one role only, with exactly the read-only calls of
+preflight, wait and status on this environment's resources and the calls that start and follow the checks runner, no
+managed policy and no access inside the cluster; the runner's role holds the operations access."""
 
 from __future__ import annotations
 
+import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -14,8 +15,9 @@ import yaml
 from hyperpod_dpd.config import parse_environment
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import HyperPodDpdPlatform, apply_guardrails, availability_zone_context
-from hyperpod_dpd.infra.checks_role import ChecksRole
+from hyperpod_dpd.infra.checks_role import READ_CALLS, ChecksRole, CheckTargets
 from hyperpod_dpd.infra.operations_access import OPERATIONS_GROUP
+from hyperpod_dpd.infra.platform import build_network
 from tests.iam_eval import Deployment, Request, conditions_hold, resolve, role_policies
 from tests.paths import ROOT
 
@@ -72,7 +74,7 @@ def test_the_role_has_its_explicit_name_and_trusts_only_the_pipelines_checks_rol
     assert admits == [True, False, False]
 
 
-def test_the_role_may_start_and_follow_only_its_environments_runner(platform) -> None:
+def test_the_role_may_read_the_checks_targets_and_start_only_its_environments_runner(platform) -> None:
     config, stack, dpd = platform["config"], platform["stack"], platform["dpd"]
     runner = dpd.checks_runner
     bucket = stack.get_logical_id(runner.bucket.node.default_child)
@@ -83,7 +85,7 @@ def test_the_role_may_start_and_follow_only_its_environments_runner(platform) ->
     deployment = Deployment(account=account, region=region, partition="aws", attributes={
         (stack.get_logical_id(runner.log_group.node.default_child), "Arn"): f"{group}:*"})
     policies = role_policies(platform["template"], platform["role_id"], deployment)
-    assert policies.unevaluated == ()  # no managed policy
+    assert policies.unevaluated == ()  # no managed policy: not ReadOnlyAccess, nor any other
 
     def allowed(action: str, resource: str) -> bool:
         return policies.evaluate(Request(action, resource)).allowed
@@ -94,20 +96,37 @@ def test_the_role_may_start_and_follow_only_its_environments_runner(platform) ->
         assert allowed(action, project), action
     assert allowed("s3:PutObject", f"<{bucket}.Arn>/sources/0a1b.zip")
     assert allowed("logs:GetLogEvents", f"{group}:log-stream:0a1b")
-    # AND nothing else: another project, another prefix or bucket, and no cluster, metrics or endpoint access
+    # AND read what preflight, wait and status read: this cluster, its add-ons, HyperPod, the model bucket, the
+    # endpoint by its lower-case name
+    model_bucket = config.endpoints[0].model.s3.bucket
+    for action, resource in [
+        ("eks:DescribeCluster", f"arn:aws:eks:{region}:{account}:cluster/platform-shared"),
+        ("eks:DescribeAddon", f"arn:aws:eks:{region}:{account}:addon/platform-shared/vpc-cni/0a1b"),
+        ("sagemaker:ListClusterNodes", f"arn:aws:sagemaker:{region}:{account}:cluster/0a1b2c"),
+        ("s3:ListBucket", f"arn:aws:s3:::{model_bucket}"),
+        ("sagemaker:DescribeEndpoint", f"arn:aws:sagemaker:{region}:{account}:endpoint/{SAGEMAKER_NAME.lower()}-1a2b3c"),
+    ]:
+        assert allowed(action, resource), (action, resource)
+    # AND nothing else: another project, prefix, bucket, cluster or endpoint, and no metrics, invocation or IAM
     for action, resource in [
         ("codebuild:StartBuild", f"arn:aws:codebuild:{region}:{account}:project/other"),
         ("codebuild:UpdateProject", project), ("codebuild:DeleteProject", project),
         ("s3:PutObject", f"<{bucket}.Arn>/other/0a1b.zip"), ("s3:GetObject", f"<{bucket}.Arn>/sources/0a1b.zip"),
+        ("s3:GetObject", f"arn:aws:s3:::{model_bucket}/weights"),
         ("logs:GetLogEvents", f"arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/other:log-stream:0a1b"),
-        ("eks:DescribeCluster", f"arn:aws:eks:{region}:{account}:cluster/platform-shared"),
+        ("eks:DescribeCluster", f"arn:aws:eks:{region}:{account}:cluster/other"),
+        ("sagemaker:DescribeEndpoint", f"arn:aws:sagemaker:{region}:{account}:endpoint/other"),
         ("aps:QueryMetrics", "*"), ("sagemaker:InvokeEndpointWithResponseStream", "*"), ("iam:PassRole", "*"),
+        ("ec2:DescribeInstances", "*"), ("iam:ListRoles", "*"),
     ]:
         assert not allowed(action, resource), (action, resource)
     actions = {a for d in policies.documents for s in d["Statement"] for a in
                ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-    assert actions == {"codebuild:BatchGetProjects", "codebuild:StartBuild", "codebuild:BatchGetBuilds",
-                       "codebuild:StopBuild", "s3:PutObject", "logs:GetLogEvents"}
+    read = {a for a in READ_CALLS.values() if a is not None}
+    if dpd.inference_operator.observability_destination is None:  # no Prometheus URL for the pipeline to read
+        read.discard("cloudformation:DescribeStacks")
+    assert actions == read | {"codebuild:BatchGetProjects", "codebuild:StartBuild", "codebuild:BatchGetBuilds",
+                              "codebuild:StopBuild", "s3:PutObject", "logs:GetLogEvents"}
 
 
 def test_the_runners_role_is_the_operations_role_without_being_listed(platform) -> None:
@@ -151,8 +170,8 @@ def test_a_bad_trust_is_one_line_before_anything_is_built(trusted: str, expected
 ], ids=["a role name of 65 characters", "a user instead of a role"])
 def test_the_construct_refuses_bad_props_with_one_line(platform, props: dict[str, Any], path: str) -> None:
     stack = cdk.Stack(cdk.App(), "Bad", env=cdk.Environment(account="444444444444", region="us-west-2"))
-    given = {"role_name": "hpdpd-x-checks", "trusted_role_arn": TRUSTED, "runner": platform["dpd"].checks_runner,
-             **props}
+    given = {"role_name": "hpdpd-x-checks", "trusted_role_arn": TRUSTED,
+             "targets": CheckTargets(eks_cluster_name="platform-shared"), **props}
     with pytest.raises(ConfigError) as caught:
         ChecksRole(stack, "ChecksRole", **given)
     (line,) = str(caught.value).splitlines()
@@ -160,14 +179,23 @@ def test_the_construct_refuses_bad_props_with_one_line(platform, props: dict[str
     assert stack.node.try_find_child("ChecksRole") is None
 
 
-def test_without_endpoints_there_is_no_checks_role(tmp_path: Path) -> None:
-    # GIVEN the environment without endpoints, with a trust (no check step reaches into its cluster)
+def test_the_network_has_the_checks_role_exactly_when_the_configuration_carries_its_trust() -> None:
+    # GIVEN the environment with and without endpoints, each with a trust
     data = yaml.safe_load(ADOPTED_CONFIG.read_text())
-    data["endpoints"] = []
-    config = parse_environment(data, name="adopted", source="adopted.yaml", base_dir=ADOPTED_CONFIG.parent.parent)
-    trusted = config.with_checks_role(TRUSTED)
-    # THEN it carries no trust to build on, no runner and no operations role: nothing is created for the pipeline
-    assert trusted.checks_role_trust is None and not trusted.checks_runner and trusted.operations_roles == ()
+    bare = copy.deepcopy(data)
+    bare["endpoints"] = []
+    for source in (data, bare):
+        config = parse_environment(source, name="adopted", source="adopted.yaml",
+                                   base_dir=ADOPTED_CONFIG.parent.parent).with_checks_role(TRUSTED)
+        stack = cdk.Stack(cdk.App(), "Network", env=cdk.Environment(account=config.account, region=config.region))
+        # WHEN its network is built (the network stack holds the role: it deploys before the pipeline's preflight)
+        network = build_network(stack, config=config)
+        # THEN the role is there exactly when the configuration carries the trust, and then under its explicit name
+        assert (network.checks_role is None) == (config.checks_role_trust is None)
+        if network.checks_role is not None:
+            assert network.checks_role.role_name == "hpdpd-adopted-checks"
+        # AND the runner (and the operations role it brings) only with endpoints
+        assert config.checks_runner == bool(config.endpoints)
 
 
 def test_a_long_environment_name_is_refused_when_the_runners_role_name_would_not_fit() -> None:

@@ -17,7 +17,7 @@ from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import HyperPodDpdPlatform, apply_guardrails, availability_zone_context
 from hyperpod_dpd.infra.checks_runner import ChecksRunner
 from hyperpod_dpd.ops.remote_checks import CHECK_COMMANDS
-from tests.iam_eval import Deployment, Request, role_policies
+from tests.iam_eval import Deployment, Request, conditions_hold, resolve, role_policies
 from tests.paths import ROOT
 
 ADOPTED_CONFIG = ROOT / "tests" / "fixtures" / "adopted" / "config" / "adopted.yaml"
@@ -125,8 +125,14 @@ def test_the_runner_role_may_call_exactly_what_the_checks_and_codebuild_need(ado
     template = adopted["template"]
     role = template["Resources"][ids["role"]]["Properties"]
     assert role["RoleName"] == "hpdpd-adopted-checks-runner"
-    assert role["AssumeRolePolicyDocument"]["Statement"] == [
-        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"}}]
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert (trust["Action"], trust["Principal"]) == ("sts:AssumeRole", {"Service": "codebuild.amazonaws.com"})
+    # CodeBuild may assume it for this account's runner project only (the confused-deputy condition)
+    condition = resolve(trust["Condition"], Deployment(account=config.account, region=config.region))
+    project = f"arn:aws:codebuild:{config.region}:{config.account}:project/{config.checks_project_name}"
+    assert conditions_hold(condition, {"aws:SourceArn": project, "aws:SourceAccount": config.account})
+    assert not conditions_hold(condition, {"aws:SourceArn": project.replace(config.account, "999999999999"),
+                                           "aws:SourceAccount": "999999999999"})
     policies = role_policies(template, ids["role"], _deployment(config, ids["logs"]))
     assert policies.unevaluated == ()  # no managed policy
     workspace = stack.get_logical_id(adopted["dpd"].inference_operator.observability_destination.workspace)

@@ -180,7 +180,8 @@ def adopted(cdk_context: dict[str, Any]) -> tuple[HyperPodEksCluster, dict[str, 
         security_group=ec2.SecurityGroup.from_security_group_id(stack, "Efa", "sg-0123456789abcdef9"),
         existing=ExistingEksCluster(**EXISTING))
     HyperPodDependencies(stack, "HyperPodDependencies", cluster=eks_cluster.cluster, region="us-west-2",
-                         gpu_instance_types=["ml.p5.48xlarge"], repository="oci://111111111111.dkr.ecr.us-west-2.amazonaws.com/hp")
+                         gpu_instance_types=["ml.p5.48xlarge"], repository="oci://111111111111.dkr.ecr.us-west-2.amazonaws.com/hp",
+                         digest="sha256:" + "0" * 64)
     eks.KubernetesManifest(stack, "Namespace", cluster=eks_cluster.cluster,
                            manifest=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "llm"}}])
     hyperpod = HyperPodCluster(

@@ -108,7 +108,11 @@ def test_execution_role_has_the_required_name_prefix_and_dual_trust(dev) -> None
     props = role["Properties"]
     assert props["RoleName"] == "SageMakerHyperPodInference-hpdpd-dev"
     statements = props["AssumeRolePolicyDocument"]["Statement"]
-    assert {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}} in statements
+    (sagemaker,) = [s for s in statements if s["Principal"] == {"Service": "sagemaker.amazonaws.com"}]
+    assert (sagemaker["Action"], sagemaker["Effect"]) == ("sts:AssumeRole", "Allow")
+    # SageMaker may assume it for this account's and Region's resources only (the operator's published trust)
+    assert sagemaker["Condition"] == {"ArnLike": {"aws:SourceArn": {"Fn::Join": ["", [
+        "arn:", {"Ref": "AWS::Partition"}, ":sagemaker:us-west-2:111111111111:*"]]}}}
     subjects = _trust_subjects(dev, role)
     assert subjects["StringLike"] == ('{"<issuer>:sub":"system:serviceaccount:hyperpod-inference-system:'
                                       'hyperpod-inference-controller-manager"}')

@@ -91,10 +91,15 @@ def test_topic_is_encrypted_with_a_rotating_key_and_refuses_plain_http(with_work
     deny = _statements(template)["AllowPublishThroughSSLOnly"]
     assert (deny["Effect"], deny["Principal"], deny["Condition"]) == (
         "Deny", "*", {"Bool": {"aws:SecureTransport": "false"}})
-    # AND the alarms and the alert manager may use the key to publish
-    (publishers,) = [s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "AllowAlertPublishers"]
-    assert sorted(publishers["Principal"]["Service"]) == ["aps.amazonaws.com", "cloudwatch.amazonaws.com"]
-    assert sorted(publishers["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    # AND the alarms and the alert manager may use the key to publish, each for this account's own sources
+    publishers = {s["Sid"]: s for s in key["Properties"]["KeyPolicy"]["Statement"]
+                  if s.get("Sid") in ("AllowCloudWatchAlarms", "AllowAlertManager")}
+    assert {s["Principal"]["Service"] for s in publishers.values()} == {"aps.amazonaws.com", "cloudwatch.amazonaws.com"}
+    for statement in publishers.values():
+        assert sorted(statement["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+        assert statement["Condition"]["StringEquals"] == {"aws:SourceAccount": "111111111111"}
+    assert "alarm:*" in json.dumps(publishers["AllowCloudWatchAlarms"]["Condition"]["ArnLike"])
+    assert "workspace/*" in json.dumps(publishers["AllowAlertManager"]["Condition"]["ArnLike"])
 
 
 def test_alert_manager_may_publish_for_its_own_workspace_only(with_workspace) -> None:
@@ -186,8 +191,9 @@ def test_without_the_addon_only_the_cloudwatch_alarms_exist(without_workspace) -
     assert _of_type(template, "AWS::APS::RuleGroupsNamespace") == {}
     assert set(_statements(template)) == {"AllowPublishThroughSSLOnly", "AllowCloudWatchAlarms"}
     (key,) = _of_type(template, "AWS::KMS::Key").values()
-    (publishers,) = [s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "AllowAlertPublishers"]
-    assert publishers["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    services = [s["Principal"]["Service"] for s in key["Properties"]["KeyPolicy"]["Statement"]
+                if isinstance(s["Principal"], dict) and "Service" in s["Principal"]]
+    assert services == ["cloudwatch.amazonaws.com"]
     groups = {f["Properties"]["MetricTransformations"][0]["MetricName"]: f["Properties"]["LogGroupName"]
               for f in _of_type(template, "AWS::Logs::MetricFilter").values()}
     assert groups["DecoderBufferOverflow"] == LOG_GROUP  # alerts.container_log_group
