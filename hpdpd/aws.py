@@ -6,6 +6,20 @@ throttling and transient errors with jittered back-off), and identify themselves
 The Region is the environment file's unless ``--region`` overrides it: an environment lives in one Region, so an
 ambient ``AWS_REGION`` pointing elsewhere must not silently check the wrong place.
 
+Two guards sit on every client (botocore events, botocore 1.44.8):
+
+- the command's deadline (:class:`Budget`): ``before-send`` runs before every attempt, retries included, and sets the
+  attempt's read timeout to the time left (``URLLib3Session._get_request_timeout`` honours ``read_timeout`` of the
+  request context, ``botocore/httpsession.py``), or raises the budget's ``OutOfTime`` once none is left, which the
+  retry handler does not retry (``botocore/endpoint.py`` ``_send_request``). The connect timeout is at most
+  :data:`CONNECT_TIMEOUT_SECONDS`; standard mode makes 3 attempts unless ``AWS_MAX_ATTEMPTS`` says otherwise, and
+  its back-off is at most 1 s then 2 s (``botocore/retries/standard.py`` ``ExponentialBackoff``), so a call ends
+  within a few seconds of the deadline;
+- the answer (:mod:`hyperpod_dpd.ops.answers`): ``before-parse`` sees every response before botocore's parser does,
+  and an answer that is not the service's (a body that is not its protocol's document, an HTML page, a document
+  botocore cannot parse, a field of the wrong type) raises :class:`MalformedAnswer` naming the operation and the
+  endpoint, instead of an uncaught parser error or, worse, an empty result read as "nothing there".
+
 boto3 is imported lazily so ``hpdpd --help`` and the offline commands start fast.
 """
 
@@ -17,12 +31,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hyperpod_dpd import __version__
+from hyperpod_dpd.errors import HpdpdError
 
 if TYPE_CHECKING:
     from botocore.config import Config
 
 USER_AGENT_EXTRA = f"hpdpd/{__version__}"
 RETRY_MODE = "standard"
+CONNECT_TIMEOUT_SECONDS = 10.0  # a TCP and TLS handshake with an AWS endpoint; botocore's default is 60
+READ_TIMEOUT_SECONDS = 60.0  # botocore's default (botocore/config.py DEFAULT_TIMEOUT): each attempt's longest wait
 
 ACCESS_DENIED_CODES = frozenset({
     "AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "AuthorizationError",
@@ -53,19 +70,61 @@ class ClientSource(Protocol):
     def client(self, service: str) -> Any: ...
 
 
-def client_config() -> Config:
-    """Standard retries and the toolkit's user agent; ``AWS_MAX_ATTEMPTS`` still sets the number of attempts."""
+class Budget(Protocol):
+    """The command's deadline as the clients use it (:class:`hyperpod_dpd.ops.deadline.Deadline`)."""
+
+    def remaining(self) -> float: ...
+
+    def bound(self, seconds: float, *, what: str) -> float: ...
+
+
+class MalformedAnswer(HpdpdError):
+    """An answer that is not the service's: one line naming the operation and the endpoint (exit 2)."""
+
+    def __init__(self, *, operation: str, endpoint: str, detail: str) -> None:
+        super().__init__(f"{operation} at {endpoint}: the answer is not the service's ({detail}); check "
+                         "AWS_ENDPOINT_URL and any proxy in between")
+        self.operation, self.endpoint, self.detail = operation, endpoint, detail
+
+
+def client_config(*, deadline: Budget | None = None) -> Config:
+    """Standard retries and the toolkit's user agent; ``AWS_MAX_ATTEMPTS`` still sets the number of attempts.
+    With a deadline, the connect and read timeouts are no longer than its time left."""
     from botocore.config import Config
 
-    return Config(retries={"mode": RETRY_MODE}, user_agent_extra=USER_AGENT_EXTRA)
+    if deadline is None:
+        return Config(retries={"mode": RETRY_MODE}, user_agent_extra=USER_AGENT_EXTRA)
+    left = max(deadline.remaining(), 0.05)
+    return Config(retries={"mode": RETRY_MODE}, user_agent_extra=USER_AGENT_EXTRA,
+                  connect_timeout=min(CONNECT_TIMEOUT_SECONDS, left), read_timeout=min(READ_TIMEOUT_SECONDS, left))
+
+
+def guard(client: Any, deadline: Budget | None) -> Any:
+    """Put the deadline and the answer check on ``client`` (see the module's docstring); returns it."""
+    from hyperpod_dpd.ops.answers import answer_check  # imported here: it needs botocore's parsers
+
+    endpoint = str(client.meta.endpoint_url)
+    client.meta.events.register("before-parse", answer_check(endpoint))
+    if deadline is not None:
+        def before_send(request: Any, event_name: str = "", **_: Any) -> None:
+            what = f"{event_name.rsplit('.', 1)[-1] or 'the AWS call'} at {request.url}"
+            timeout = deadline.bound(READ_TIMEOUT_SECONDS, what=what)  # raises once the deadline has passed
+            context = getattr(request, "context", None)
+            if isinstance(context, dict):
+                context["read_timeout"] = timeout
+
+        client.meta.events.register("before-send", before_send)
+    return client
 
 
 @dataclass(frozen=True, kw_only=True)
 class ClientFactory:
-    """One boto3 session per command; one cached client per service, all in the environment's Region."""
+    """One boto3 session per command; one cached client per service, all in the environment's Region, all bounded by
+    the command's ``deadline`` (None: botocore's own timeouts) and checked for malformed answers."""
 
     region: str
     profile: str | None = None
+    deadline: Budget | None = None
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def session(self) -> Any:
@@ -82,8 +141,13 @@ class ClientFactory:
     def client(self, service: str) -> Any:
         key = f"client:{service}"
         if key not in self._cache:
-            self._cache[key] = self.session().client(service, region_name=self.region, config=client_config())
+            self._cache[key] = self.new_client(service)
         return self._cache[key]
+
+    def new_client(self, service: str, *, region: str | None = None) -> Any:
+        """A client of its own (not cached): for callers that register handlers of their own on it."""
+        return guard(self.session().client(service, region_name=region or self.region,
+                                           config=client_config(deadline=self.deadline)), self.deadline)
 
 
 @functools.cache
@@ -103,8 +167,9 @@ def add_aws_arguments(parser: argparse.ArgumentParser) -> None:
                        help="AWS Region (default: the environment file's region); AWS_ENDPOINT_URL is honoured")
 
 
-def factory_from_args(args: argparse.Namespace, *, default_region: str) -> ClientFactory:
-    return ClientFactory(region=getattr(args, "region", None) or default_region, profile=getattr(args, "profile", None))
+def factory_from_args(args: argparse.Namespace, *, default_region: str, deadline: Budget | None = None) -> ClientFactory:
+    return ClientFactory(region=getattr(args, "region", None) or default_region, profile=getattr(args, "profile", None),
+                         deadline=deadline)
 
 
 # ---- errors -------------------------------------------------------------------------------------------------------
@@ -164,10 +229,35 @@ def is_not_found(exc: BaseException) -> bool:
 
 
 def is_unreachable(exc: BaseException) -> bool:
-    """No answer from the service: the connection failed, was dropped, or timed out (after botocore's retries)."""
+    """No answer from the service: the connection failed, was dropped (also mid-body: botocore reads the body after
+    its own error handling, so urllib3's ``ProtocolError`` reaches the caller as it is), or timed out."""
     from botocore.exceptions import ConnectionClosedError, ConnectionError, ReadTimeoutError
+    from urllib3.exceptions import HTTPError
 
-    return isinstance(exc, (ConnectionError, ConnectionClosedError, ReadTimeoutError))
+    return isinstance(exc, (ConnectionError, ConnectionClosedError, ReadTimeoutError, HTTPError))
+
+
+def is_malformed(exc: BaseException) -> bool:
+    """An answer that is not the service's: :class:`MalformedAnswer`, or botocore's own ``ResponseParserError``."""
+    from botocore.parsers import ResponseParserError
+
+    return isinstance(exc, (MalformedAnswer, ResponseParserError))
+
+
+def stops_command(exc: BaseException) -> bool:
+    """A failure after which no AWS call of the command can be trusted or succeed: missing or rejected credentials, a
+    malformed answer, the command's deadline (any toolkit error raised from inside a call). These are never a
+    per-resource "unknown": they end the command with one line, exit 2."""
+    return isinstance(exc, HpdpdError) or is_credentials_error(exc) or is_credentials_rejected(exc) or is_malformed(exc)
+
+
+def call_errors() -> tuple[type[BaseException], ...]:
+    """What an AWS call may raise when it fails: botocore's errors, its parser's, and urllib3's for a body cut short."""
+    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.parsers import ResponseParserError
+    from urllib3.exceptions import HTTPError
+
+    return (ClientError, BotoCoreError, ResponseParserError, HTTPError, MalformedAnswer)
 
 
 def is_timeout(exc: BaseException) -> bool:
@@ -232,6 +322,13 @@ def describe_aws_error(exc: BaseException) -> str | None:
         return describe_client_error(exc)
     if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ReadTimeoutError)):
         return f"cannot reach AWS: {exc} (check the network, AWS_ENDPOINT_URL and the Region)"
+    if is_malformed(exc):
+        text = " ".join(str(exc).split())
+        return text if isinstance(exc, MalformedAnswer) else f"an answer botocore cannot parse: {text[:300]}"
+    from urllib3.exceptions import HTTPError
+
+    if isinstance(exc, HTTPError):  # urllib3's own, for a connection lost mid-answer
+        return f"the connection to AWS broke mid-answer: {' '.join(str(exc).split())[:300]}"
     if isinstance(exc, bx.NoRegionError):
         return "no AWS Region: pass --region or set region in the environment file"
     if isinstance(exc, bx.BotoCoreError):

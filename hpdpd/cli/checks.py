@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
-from hyperpod_dpd.cli.output import environment_arguments, load_environment_from_args
+from hyperpod_dpd.cli.output import command_deadline, environment_arguments, load_environment_from_args
 from hyperpod_dpd.errors import HpdpdError
 
 INTERRUPTED = 130
+STOP_GRACE_SECONDS = 30.0  # StopBuild of a build that outlived --timeout (or was interrupted) may still take this long
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -43,8 +44,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     environment_arguments(run_parser)
     add_aws_arguments(run_parser)
     run_parser.add_argument("--timeout", type=float, default=7200.0, metavar="SECONDS",
-                            help="how long the whole run may take, setup included; the remote build is stopped then "
-                                 "(default 7200)")
+                            help="how long the whole run may take, setup included: every AWS call, its retries "
+                                 "included, ends by then, and the remote build is stopped (default 7200)")
     run_parser.add_argument("--interval", type=float, default=10.0, metavar="SECONDS",
                             help="how often the build's status and log are read (default 10)")
     run_parser.add_argument("--source", type=Path, default=Path("."), metavar="DIR",
@@ -89,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
     parse_check(remote, runner_env=env.name)  # refused here, before anything is uploaded
     if not args.source.is_dir():
         raise HpdpdError(f"--source: {args.source}: not a directory")
-    runner = RemoteChecks(clients=factory_from_args(args, default_region=env.region),
+    deadline = command_deadline(args.timeout)
+    runner = RemoteChecks(clients=factory_from_args(args, default_region=env.region, deadline=deadline),
+                          stop_clients=factory_from_args(args, default_region=env.region,
+                                                         deadline=deadline.extended(STOP_GRACE_SECONDS)),
                           project=env.checks_project_name, poll_seconds=args.interval)
     build_id: str | None = None
     try:

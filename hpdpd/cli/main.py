@@ -1,7 +1,9 @@
 """Entry point of the ``hpdpd`` console script.
 
 Each subcommand lives in its own module with ``register(subparsers, common)``; the handler it sets as ``func``
-returns the exit code. Problems the toolkit anticipates end with one line on stderr, never a traceback.
+returns the exit code. Problems the toolkit anticipates end with one line on stderr, never a traceback: its own errors
+(bad input, a malformed answer, a command's deadline), AWS and botocore failures, and a Kubernetes or Prometheus
+failure a command did not turn into a row of its report.
 """
 
 from __future__ import annotations
@@ -57,11 +59,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # AWS and botocore failures end with one line; anything else is a bug and shows its trace
         from hyperpod_dpd.aws import describe_aws_error
 
-        message = describe_aws_error(exc)
+        message = describe_aws_error(exc) or _one_line_reason(exc)
         if message is None:
             raise
         print(f"hpdpd: error: {message}", file=sys.stderr)
         return 2
+
+
+def _one_line_reason(exc: BaseException) -> str | None:
+    """The one-line reason of a Kubernetes or Prometheus failure (:class:`~hyperpod_dpd.ops.kube.KubeError`,
+    :class:`~hyperpod_dpd.ops.metrics.MetricsError`), which every one of them carries; None for anything else."""
+    reason = getattr(exc, "reason", None)
+    if type(exc).__module__.startswith("hyperpod_dpd.ops.") and isinstance(reason, str) and reason:
+        return " ".join(reason.split())
+    return None
 
 
 if __name__ == "__main__":

@@ -63,3 +63,43 @@ def load_environment_from_args(args: Any) -> Any:
     from hyperpod_dpd.config.loader import config_dir, load_environment
 
     return load_environment(args.env, config_dir(args.config_dir))
+
+
+# ---- the command's deadline (hpdpd/ops/deadline.py) ---------------------------------------------------------------
+
+
+def _seconds(text: str, *, zero: bool) -> float:
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if math.isnan(value) or math.isinf(value) or value < 0 or (value == 0 and not zero):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a number of seconds {'of 0 or more' if zero else 'above 0'}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds greater than 0 (a bad value is argparse's one-line usage error)."""
+    return _seconds(text, zero=False)
+
+
+def non_negative_seconds(text: str) -> float:
+    """An argparse type: 0 or more seconds."""
+    return _seconds(text, zero=True)
+
+
+def timeout_argument(parser: Any, *, default: float, what: str) -> None:
+    """``--timeout SECONDS``: the command's deadline (every AWS and Kubernetes call, retries included, ends by then)."""
+    parser.add_argument("--timeout", type=positive_seconds, default=default, metavar="SECONDS",
+                        help=f"{what}; every AWS and Kubernetes call, its retries included, ends by then "
+                             f"(default {default:g})")
+
+
+def command_deadline(seconds: float, option: str = "--timeout") -> Any:
+    """The command's :class:`~hyperpod_dpd.ops.deadline.Deadline`, started now."""
+    from hyperpod_dpd.ops.deadline import Deadline
+
+    return Deadline(seconds=seconds, option=option)

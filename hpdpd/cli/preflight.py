@@ -1,7 +1,7 @@
 """``hpdpd preflight --env NAME``: PASS / WARN / FAIL per check, with the reason and the fix.
 
 Exit codes: 0 no check failed (warnings allowed unless ``--strict``), 1 a check failed, 2 the checks could not run
-(unknown environment, no credentials).
+(unknown environment, no or rejected credentials, an answer that is not AWS's, ``--timeout`` ran out).
 """
 
 from __future__ import annotations
@@ -10,14 +10,18 @@ import argparse
 
 from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
 from hyperpod_dpd.cli.output import (
+    command_deadline,
     environment_arguments,
     escape_cell,
     load_environment_from_args,
     print_json,
     print_table,
     status_label,
+    timeout_argument,
 )
 from hyperpod_dpd.ops.preflight import run_preflight
+
+DEFAULT_TIMEOUT_SECONDS = 300.0
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -28,12 +32,14 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     environment_arguments(parser)
     add_aws_arguments(parser)
     parser.add_argument("--strict", action="store_true", help="treat warnings (checks that could not run) as failures")
+    timeout_argument(parser, default=DEFAULT_TIMEOUT_SECONDS, what="give up after this many seconds")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     env = load_environment_from_args(args)
-    report = run_preflight(env, factory_from_args(args, default_region=env.region), strict=args.strict)
+    clients = factory_from_args(args, default_region=env.region, deadline=command_deadline(args.timeout))
+    report = run_preflight(env, clients, strict=args.strict)
     if args.output == "json":
         print_json(report.to_json(environment=env.name, region=args.region or env.region))
     else:

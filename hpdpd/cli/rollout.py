@@ -2,8 +2,12 @@
 
 Exit codes: 0 steady, promoted, aborted or nothing to do; 1 a rollout is pending, in progress or interrupted, or the endpoint is down
 (status), refused (no room, another rollout holds the lease, a fixed SageMaker endpoint name), failed its checks,
-failed or timed out; 2 could not run (the cluster could not be read or written: denied, unreachable, timed out; bad
-options; one line).
+failed or timed out, or the API server says the IEC's CRD (or an object the rollout needs) does not exist; 2 could not
+run (the cluster could not be read or written: denied, unreachable, timed out, rejected credentials, an answer that is
+not the API server's; bad options; one line).
+
+Every Kubernetes request waits at most ``--request-timeout``; EKS authentication (one ``DescribeCluster`` as the
+command starts) ends within it too; ``--timeout``, ``--drain`` and ``--probe-timeout`` bound the waits.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from typing import Any
 
 from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
 from hyperpod_dpd.cli.output import (
+    command_deadline,
     environment_arguments,
     escape_cell,
     load_environment_from_args,
+    positive_seconds,
     print_json,
     print_table,
 )
@@ -47,9 +53,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     cluster_arguments(parser)
     parser.add_argument("--in-place", action="store_true",
                         help="promote without room for two generations: delete the serving one first (downtime)")
-    parser.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
+    parser.add_argument("--timeout", type=positive_seconds, default=3600.0, metavar="SECONDS",
                         help="how long promote waits for the new generation (default 3600)")
-    parser.add_argument("--interval", type=float, default=15.0, metavar="SECONDS", help="poll interval (default 15)")
+    parser.add_argument("--interval", type=positive_seconds, default=15.0, metavar="SECONDS",
+                        help="poll interval (default 15)")
     parser.add_argument("--drain", type=float, default=None, metavar="SECONDS",
                         help="how long the old generation keeps serving its open requests after the switch, before "
                              "it is deleted (default: rollout.drain_seconds, else the endpoint's longest request)")
@@ -75,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     _check_options(args)
     env = load_environment_from_args(args)
     (endpoint,) = select_endpoints(configured_endpoints(env), args.endpoint)
-    clients = factory_from_args(args, default_region=env.region)
+    clients = factory_from_args(args, default_region=env.region,
+                                deadline=command_deadline(args.request_timeout, "--request-timeout"))
     kube = kube_from_args(args, env, clients)
     timing = {"drain_seconds": args.drain, "lease_seconds": args.lease_seconds, "interval_seconds": args.interval}
     try:
@@ -97,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{exc.reason}: nothing to roll out", file=sys.stderr)
         return 0 if args.action != "status" else 1
     except KubeError as exc:
+        if exc.not_found:  # the API server's own NotFound (the IEC CRD not installed, ...): not deployable, exit 1
+            print(f"hpdpd: cannot {args.action} the rollout of {endpoint.name}: {exc.reason} (is the inference "
+                  "operator installed? 'hpdpd status' shows its add-on)", file=sys.stderr)
+            return 1
         raise blocked(f"{args.action} the rollout of {endpoint.name}", exc) from None
     except MetricsError as exc:
         raise blocked(f"{args.action} the rollout of {endpoint.name}", exc) from None

@@ -4,8 +4,13 @@ Targets: the endpoint's SageMaker endpoint (the default when it has a name), the
 Kubernetes API server's service proxy (``--service-proxy``; the default without a SageMaker name: it works from
 anywhere the API server is reachable, with EKS authentication), ``--url`` (any HTTP URL, e.g. a port-forward of the
 router), or ``--router`` (the in-cluster router Service URL, for runs inside the cluster).
-Exit codes: 0 both prompts streamed text (and the canary found nothing), 1 a prompt failed or the canary found a
-silent failure, 2 the smoke test could not run (the IEC not ready after ``--wait-ready``, the cluster unreadable).
+A prompt passes only when its stream ends with vLLM's final ``data: [DONE]`` event (hyperpod_dpd.ops.smoke).
+``--timeout`` is the budget of the prompts and the canary's reads together, after ``--wait-ready``: every request gets
+what is left of it.
+Exit codes: 0 both prompts streamed text to the end (and the canary found nothing), 1 a prompt failed (an error, no
+text, a stream cut short) or the canary found a silent failure, 2 the smoke test could not run (the IEC not ready
+after ``--wait-ready``, the cluster unreadable, rejected credentials, an answer that is not the service's,
+``--timeout`` ran out).
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from urllib.parse import urlparse
 
 from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
 from hyperpod_dpd.cli.output import (
+    command_deadline,
     environment_arguments,
     escape_cell,
     load_environment_from_args,
+    non_negative_seconds,
+    positive_seconds,
     print_json,
     print_table,
     status_label,
@@ -51,12 +59,14 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--threshold", type=int, default=None, help="routing threshold override (tokens)")
     parser.add_argument("--model", default=None, help="model name sent in the request (default: the endpoint's)")
     parser.add_argument("--max-tokens", type=int, default=64, help="tokens to generate per prompt (default 64)")
-    parser.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per-request timeout (HTTP)")
+    parser.add_argument("--timeout", type=positive_seconds, default=300.0, metavar="SECONDS",
+                        help="how long the prompts and the canary's reads may take together, after --wait-ready; "
+                             "every request gets what is left (default 300)")
     parser.add_argument("--insecure", action="store_true", help="do not verify TLS certificates (self-signed router)")
     parser.add_argument("--kubeconfig", default=None, metavar="PATH",
                         help="kubeconfig for the service proxy, --wait-ready and the canary's log reads (default: "
                              "KUBECONFIG, else EKS authentication)")
-    parser.add_argument("--wait-ready", type=float, default=0.0, metavar="SECONDS",
+    parser.add_argument("--wait-ready", type=non_negative_seconds, default=0.0, metavar="SECONDS",
                         help="first wait up to SECONDS for the endpoint's IEC to reach DeploymentComplete (default 0)")
     parser.add_argument("--no-canary", dest="canary", action="store_false",
                         help="skip the silent-failure canary (routing counter, decoder KV hit, greedy determinism)")
@@ -89,16 +99,18 @@ def run(args: argparse.Namespace) -> int:
     sagemaker_name = args.sagemaker_endpoint or (endpoint.rendered_sagemaker_endpoint_name if endpoint else None)
     proxy = not (args.url or args.router) and (args.service_proxy or (endpoint is not None and not sagemaker_name))
     needs_cluster = endpoint is not None and (proxy or args.wait_ready > 0 or args.canary)
-    kube = cluster_access(args, env) if needs_cluster else None  # it connects on its first call only
+    deadline = command_deadline(args.wait_ready + args.timeout,
+                                "--wait-ready and --timeout" if args.wait_ready > 0 else "--timeout")
+    kube = cluster_access(args, env, deadline) if needs_cluster else None  # it connects on its first call only
     if args.url or args.router:
         url = args.url or router_url(endpoint)  # type: ignore[arg-type] # --router without an endpoint raised above
-        send = http_sender(url, timeout_seconds=args.timeout, insecure=args.insecure)
+        send = http_sender(url, timeout_seconds=args.timeout, insecure=args.insecure, deadline=deadline)
         transport, target, chat = "http", url, "chat/" in urlparse(url).path
     elif proxy:
         send, target = proxy_sender(kube, endpoint, timeout_seconds=args.timeout)
         transport, chat = PROXY_TRANSPORT, "chat/" in path
     elif sagemaker_name:
-        runtime = factory_from_args(args, default_region=env.region).client("sagemaker-runtime")
+        runtime = factory_from_args(args, default_region=env.region, deadline=deadline).client("sagemaker-runtime")
         send = sagemaker_sender(runtime, sagemaker_name)
         transport, target, chat = "sagemaker", sagemaker_name, "chat/" in path
     else:
@@ -109,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = run_smoke(send=send, endpoint=endpoint.name if endpoint else target, transport=transport,
                            target=target, threshold=threshold, model=model, chat=chat, max_tokens=args.max_tokens,
-                           canary=canary)
+                           canary=canary, deadline=deadline)
     except KubeError as exc:
         raise HpdpdError(f"cannot read the logs for the canary of {endpoint.name if endpoint else target}: "
                          f"{exc.reason} (--no-canary skips it)") from None
@@ -120,12 +132,13 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def cluster_access(args: argparse.Namespace, env: Any) -> Any:
+def cluster_access(args: argparse.Namespace, env: Any, deadline: Any) -> Any:
     """The Kubernetes API as verify reaches it (``--kubeconfig``, ``KUBECONFIG``, else EKS authentication as the AWS
-    credentials); the service proxy, the wait and the canary share it."""
+    credentials); the service proxy, the wait and the canary share it, within the command's deadline."""
     from hyperpod_dpd.cli.verify import kube_from_args
 
-    return kube_from_args(args, env, factory_from_args(args, default_region=env.region))
+    return kube_from_args(args, env, factory_from_args(args, default_region=env.region, deadline=deadline),
+                          deadline=deadline)
 
 
 def proxy_sender(kube: Any, endpoint: Any, *, timeout_seconds: float) -> tuple[Sender, str]:

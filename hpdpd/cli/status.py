@@ -1,8 +1,9 @@
 """``hpdpd status --env NAME``: the HyperPod cluster, groups, nodes, add-ons and endpoints.
 
-Exit codes: 0 healthy, 1 something is not ready, not found, has failed or is Unknown (could not be read: the reason
-is in its Detail and in the warnings), 2 the status could not be collected at all (unknown environment, no
-credentials).
+Exit codes: 0 healthy, 1 something is not ready, not found (an endpoint's IEC or its CRD included), has failed or is
+Unknown (could not be read: the reason is in its Detail and in the warnings), 2 the status could not be collected at
+all (unknown environment, no or rejected credentials, an answer that is not the service's, an unreadable kubeconfig,
+``--timeout`` ran out).
 """
 
 from __future__ import annotations
@@ -12,15 +13,19 @@ import sys
 
 from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
 from hyperpod_dpd.cli.output import (
+    command_deadline,
     environment_arguments,
     escape_cell,
     load_environment_from_args,
     print_json,
     print_table,
+    timeout_argument,
 )
 from hyperpod_dpd.ops.kube import Kube
 from hyperpod_dpd.ops.lookup import NOT_FOUND, UNKNOWN
 from hyperpod_dpd.ops.status import NODE_HEALTHY, EndpointStatus, StatusReport, collect_status
+
+DEFAULT_TIMEOUT_SECONDS = 300.0
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -31,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     environment_arguments(parser)
     add_aws_arguments(parser)
     kubeconfig_argument(parser)
+    timeout_argument(parser, default=DEFAULT_TIMEOUT_SECONDS, what="give up after this many seconds")
     parser.set_defaults(func=run)
 
 
@@ -41,8 +47,9 @@ def kubeconfig_argument(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     env = load_environment_from_args(args)
-    report = collect_status(env, factory_from_args(args, default_region=env.region),
-                            kubectl=Kube.from_environment(args.kubeconfig))
+    deadline = command_deadline(args.timeout)
+    report = collect_status(env, factory_from_args(args, default_region=env.region, deadline=deadline),
+                            kubectl=Kube.from_environment(args.kubeconfig, deadline=deadline))
     if args.output == "json":
         print_json(report.to_json())
     else:

@@ -1,8 +1,9 @@
 """``hpdpd verify --env NAME [--endpoint NAME] [--window 5m] [--probe]``: the KV-fabric gate of each endpoint.
 
-Exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 could not run (bad environment, the cluster or
-the metrics could not be read: denied, unreachable, timed out; one line, never a traceback), 130 interrupted
-(Ctrl-C or SIGTERM; the probe's pods are deleted first).
+Exit codes: 0 no check failed (warnings allowed), 1 a check failed (an IEC, or its CRD, that the API server says does
+not exist included), 2 could not run (bad environment, the cluster or the metrics could not be read: denied,
+unreachable, timed out, rejected credentials, an answer that is not the API server's, ``--timeout`` ran out; one line,
+never a traceback), 130 interrupted (Ctrl-C or SIGTERM; the probe's pods are deleted first).
 """
 
 from __future__ import annotations
@@ -14,14 +15,19 @@ from typing import Any
 
 from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
 from hyperpod_dpd.cli.output import (
+    command_deadline,
     environment_arguments,
     escape_cell,
     load_environment_from_args,
+    non_negative_seconds,
+    positive_seconds,
     print_json,
     print_table,
     status_label,
 )
 from hyperpod_dpd.errors import HpdpdError
+
+DEFAULT_TIMEOUT_SECONDS = 600.0
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -36,9 +42,13 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     cluster_arguments(parser)
     parser.add_argument("--iec", default=None, metavar="NAME", help="the IEC generation to check (default: the "
                                                                     "configured one, <name>-<generation>)")
-    parser.add_argument("--wait-ready", type=float, default=0.0, metavar="SECONDS",
+    parser.add_argument("--wait-ready", type=non_negative_seconds, default=0.0, metavar="SECONDS",
                         help="first wait up to SECONDS for the IEC to reach DeploymentComplete (default 0)")
     probe_arguments(parser)
+    parser.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
+                        help="how long the reads may take, after --wait-ready and the probe's --probe-timeout: "
+                             "every AWS, Kubernetes and Prometheus call, its retries included, ends by then "
+                             f"(default {DEFAULT_TIMEOUT_SECONDS:g})")
     parser.set_defaults(func=run)
 
 
@@ -75,23 +85,24 @@ def cluster_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Prometheus query URL, or an AMP workspace URL (default: $HPDPD_PROMETHEUS_URL; "
                              "without one the decoder's log is measured)")
     parser.add_argument("--window", default="5m", help="how far back to measure the KV transfer (default 5m)")
-    parser.add_argument("--request-timeout", type=float, default=30.0, metavar="SECONDS",
+    parser.add_argument("--request-timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
                         help="timeout of each Kubernetes API and Prometheus request (default 30)")
 
 
-def kube_from_args(args: argparse.Namespace, env: Any, clients: Any) -> Any:
+def kube_from_args(args: argparse.Namespace, env: Any, clients: Any, *, deadline: Any = None) -> Any:
     from hyperpod_dpd.ops.kube import EksAccess, Kube
 
     return Kube.from_environment(args.kubeconfig, eks=EksAccess(clients=clients, cluster_name=env.eks.cluster_name,
                                                                   region=clients.region),
-                                 timeout_seconds=getattr(args, "request_timeout", 30.0))
+                                 timeout_seconds=getattr(args, "request_timeout", 30.0), deadline=deadline)
 
 
-def prometheus_from_args(args: argparse.Namespace, clients: Any) -> Any:
+def prometheus_from_args(args: argparse.Namespace, clients: Any, *, deadline: Any = None) -> Any:
     from hyperpod_dpd.ops.metrics import PROMETHEUS_ENV, Prometheus
 
     url = args.prometheus or os.environ.get(PROMETHEUS_ENV)
-    return Prometheus(url=url, clients=clients, timeout_seconds=args.request_timeout) if url else None
+    return Prometheus(url=url, clients=clients, timeout_seconds=args.request_timeout, deadline=deadline) if url \
+        else None
 
 
 def window_from_args(args: argparse.Namespace) -> int:
@@ -120,8 +131,12 @@ def run(args: argparse.Namespace) -> int:
     endpoints = select_endpoints(configured_endpoints(env), args.endpoint)
     if not endpoints:
         print(f"hpdpd: environment {env.name} declares no endpoint; nothing to verify", file=sys.stderr)
-    clients = factory_from_args(args, default_region=env.region)
-    kube, prometheus = kube_from_args(args, env, clients), prometheus_from_args(args, clients)
+    budget = args.wait_ready + (probe.timeout_seconds if probe is not None else 0.0) + args.timeout
+    deadline = command_deadline(budget, "--timeout" if budget == args.timeout else
+                                "--wait-ready, --probe-timeout and --timeout")
+    clients = factory_from_args(args, default_region=env.region, deadline=deadline)
+    kube = kube_from_args(args, env, clients, deadline=deadline)
+    prometheus = prometheus_from_args(args, clients, deadline=deadline)
     reports = []
     for endpoint in endpoints:
         iec = args.iec or iec_name(endpoint)

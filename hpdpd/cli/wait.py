@@ -3,8 +3,9 @@
 Progress goes to stderr: a live spinner line on a terminal, one line per change of state elsewhere (CI logs).
 A read that fails for a transient reason (throttling, a connection error, a timeout) shows as ``Unknown (<reason>)``
 and is retried until the deadline; one that waiting cannot fix (access denied) ends the wait at once.
-Exit codes: 0 ready, 1 terminal failure or timeout (also when the state was still unknown at the deadline), 2 the
-wait could not run (unknown environment, no credentials, access denied or another error waiting cannot fix).
+Exit codes: 0 ready, 1 terminal failure or timeout (also when the state was still unknown at the deadline: every read
+of a poll, its retries included, ends by ``--timeout``), 2 the wait could not run (unknown environment, no or rejected
+credentials, access denied, an answer that is not the service's, or another error waiting cannot fix).
 """
 
 from __future__ import annotations
@@ -14,11 +15,19 @@ import sys
 from typing import Any
 
 from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
-from hyperpod_dpd.cli.output import environment_arguments, escape_cell, load_environment_from_args, print_json
+from hyperpod_dpd.cli.output import (
+    command_deadline,
+    environment_arguments,
+    escape_cell,
+    load_environment_from_args,
+    print_json,
+)
 from hyperpod_dpd.cli.status import kubeconfig_argument
 from hyperpod_dpd.ops.endpoints import configured_endpoints, select_endpoints
 from hyperpod_dpd.ops.kube import Kube
 from hyperpod_dpd.ops.wait import TARGETS, Backoff, Observation, WaitResult, probe_for, wait_for
+
+FINAL_POLL_SECONDS = 5.0
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -32,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     kubeconfig_argument(parser)
     parser.add_argument("--endpoint", default=None, metavar="NAME", help="with --for endpoint: only this endpoint")
     parser.add_argument("--timeout", type=_seconds, default=3600.0, metavar="SECONDS",
-                        help="give up after this many seconds (default 3600)")
+                        help="give up after this many seconds; every AWS and Kubernetes call of a poll, its retries "
+                             "included, ends by then (default 3600)")
     parser.add_argument("--interval", type=_seconds, default=5.0, metavar="SECONDS",
                         help="first poll interval; doubles after each poll (default 5)")
     parser.add_argument("--max-interval", type=_seconds, default=60.0, metavar="SECONDS",
@@ -84,8 +94,11 @@ class Progress:
 def run(args: argparse.Namespace) -> int:
     env = load_environment_from_args(args)
     endpoints = select_endpoints(configured_endpoints(env), args.endpoint)
-    probe = probe_for(args.target, env, factory_from_args(args, default_region=env.region), endpoints=endpoints,
-                      kubectl=Kube.from_environment(args.kubeconfig))
+    # the last poll starts at --timeout at the latest and may take a tenth of it more (1 to FINAL_POLL_SECONDS s)
+    final_poll = min(FINAL_POLL_SECONDS, max(1.0, args.timeout / 10))
+    deadline = command_deadline(args.timeout + final_poll, "--timeout and its last poll")
+    probe = probe_for(args.target, env, factory_from_args(args, default_region=env.region, deadline=deadline),
+                      endpoints=endpoints, kubectl=Kube.from_environment(args.kubeconfig, deadline=deadline))
     backoff = Backoff(initial_seconds=args.interval, max_seconds=max(args.interval, args.max_interval))
     with Progress(f"waiting for {args.target} of {env.name}") as progress:
         result = wait_for(probe, target=args.target, timeout_seconds=args.timeout, backoff=backoff,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.catalogue.operator import DPD_MINIMUM_ADDON, INFERENCE_ADDON, OBSERVABILITY_ADDON, PREREQUISITE_ADDONS
 from hyperpod_dpd.catalogue.versions import CORE_ADDONS, AddonVersion, parse_addon_version
+from hyperpod_dpd.ops.answers import member
 
 if TYPE_CHECKING:
     from hyperpod_dpd.config import EnvironmentConfig
@@ -64,7 +65,8 @@ def installed_addons(eks: Any, cluster_name: str) -> dict[str, InstalledAddon]:
         names.extend(page.get("addons", []))
     found: dict[str, InstalledAddon] = {}
     for name in names:
-        addon = eks.describe_addon(clusterName=cluster_name, addonName=name)["addon"]
+        addon = member(eks.describe_addon(clusterName=cluster_name, addonName=name), "addon", client=eks,
+                       operation="DescribeAddon")
         issues = tuple(" ".join(str(i.get("message") or i.get("code") or "").split())
                        for i in (addon.get("health") or {}).get("issues", []))
         found[name] = InstalledAddon(name=name, version=addon.get("addonVersion", ""), status=addon.get("status", ""),

@@ -92,7 +92,7 @@ def offering_checks(env: EnvironmentConfig, ec2: Any) -> Iterator[Check]:
         paginator = ec2.get_paginator("describe_instance_type_offerings")
         for page in paginator.paginate(LocationType="availability-zone", Filters=[
                 {"Name": "location", "Values": [zone]}, {"Name": "instance-type", "Values": sorted(ec2_names)}]):
-            offered.update(o["InstanceType"] for o in page.get("InstanceTypeOfferings", []))
+            offered.update(str(o["InstanceType"]) for o in page.get("InstanceTypeOfferings", []) if o.get("InstanceType"))
         for ec2_name, instance_type in sorted(ec2_names.items(), key=lambda item: item[1]):
             name = f"offering:{instance_type}"
             if ec2_name in offered:
@@ -112,7 +112,9 @@ def ips_per_node(env: EnvironmentConfig, ec2: Any) -> dict[str, int]:
     found: dict[str, int] = {}
     for page in ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=sorted(names)):
         for info in page.get("InstanceTypes", []):
-            found[names[info["InstanceType"]]] = int(info.get("NetworkInfo", {}).get("Ipv4AddressesPerInterface", 0))
+            if info.get("InstanceType") in names:  # an answer about a type not asked for is not used
+                found[names[info["InstanceType"]]] = int((info.get("NetworkInfo") or {}).get("Ipv4AddressesPerInterface")
+                                                         or 0)
     return {t: found.get(t) or INSTANCE_TYPES[t].ipv4_per_eni or FALLBACK_IPS_PER_NODE for t in names.values()}
 
 

@@ -6,7 +6,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from hyperpod_dpd.aws import describe_client_error, is_access_denied, is_client_error, is_throttling
+from hyperpod_dpd.aws import (
+    call_errors,
+    describe_aws_error,
+    describe_client_error,
+    is_access_denied,
+    is_client_error,
+    is_throttling,
+    stops_command,
+)
 
 T = TypeVar("T")
 Status = Literal["pass", "warn", "fail"]
@@ -78,7 +86,8 @@ def why_unchecked(exc: BaseException, *, permission: str) -> tuple[str, str]:
     if is_client_error(exc):
         return (describe_client_error(exc),
                 f"check that the API is available in this Region/endpoint; the check needs {permission}")
-    return " ".join(str(exc).split()), "check the network and AWS_ENDPOINT_URL, then re-run preflight"
+    return (describe_aws_error(exc) or " ".join(str(exc).split()),
+            "check the network and AWS_ENDPOINT_URL, then re-run preflight")
 
 
 def could_not_check(name: str, exc: BaseException, *, permission: str) -> Check:
@@ -90,25 +99,22 @@ def could_not_check(name: str, exc: BaseException, *, permission: str) -> Check:
 def guarded(run: Callable[[], Iterable[Check]], *, names: Sequence[str], permission: str) -> list[Check]:
     """Run checks; an AWS error that stops them becomes one WARN row per name, so the other checks still run.
 
-    Credential problems are not caught: without credentials no check can run, so the command stops with one line.
+    What stops the command is not caught (:func:`~hyperpod_dpd.aws.stops_command`: missing or rejected credentials,
+    a malformed answer, the deadline): no check can run after it, so the command stops with one line.
     """
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
-
     try:
         return list(run())
-    except (NoCredentialsError, PartialCredentialsError):
-        raise
-    except (ClientError, BotoCoreError) as exc:
+    except call_errors() as exc:
+        if stops_command(exc):
+            raise
         return [could_not_check(name, exc, permission=permission) for name in names]
 
 
 def attempt(run: Callable[[], T]) -> T | BaseException:
-    """The result of an AWS read, or the AWS error that stopped it (credentials problems still propagate)."""
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
-
+    """The result of an AWS read, or the AWS error that stopped it (what stops the command still propagates)."""
     try:
         return run()
-    except (NoCredentialsError, PartialCredentialsError):
-        raise
-    except (ClientError, BotoCoreError) as exc:
+    except call_errors() as exc:
+        if stops_command(exc):
+            raise
         return exc

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hyperpod_dpd.aws import is_not_found
+from hyperpod_dpd.ops.answers import member
 from hyperpod_dpd.ops.lookup import Lookup, look_up
 
 IN_SERVICE = "InService"
@@ -71,7 +72,7 @@ def describe_hyperpod(sagemaker: Any, name: str) -> HyperPodState | None:
             return None
         raise
     groups = tuple(
-        GroupState(name=g["InstanceGroupName"], instance_type=g.get("InstanceType", ""),
+        GroupState(name=str(g.get("InstanceGroupName", "")), instance_type=g.get("InstanceType", ""),
                    current=int(g.get("CurrentCount", 0)), target=int(g.get("TargetCount", g.get("InstanceCount", 0))))
         for g in data.get("InstanceGroups", []))
     return HyperPodState(name=data.get("ClusterName", name), status=data.get("ClusterStatus", ""),
@@ -91,7 +92,7 @@ def list_nodes(sagemaker: Any, name: str) -> tuple[NodeState, ...]:
 
 def describe_eks(eks: Any, name: str) -> EksState | None:
     try:
-        data = eks.describe_cluster(name=name)["cluster"]
+        data = member(eks.describe_cluster(name=name), "cluster", client=eks, operation="DescribeCluster")
     except Exception as exc:
         if is_not_found(exc):
             return None

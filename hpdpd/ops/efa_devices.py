@@ -76,7 +76,7 @@ def dra_inventory(kube: Kube) -> DraInventory:
     """Every EFA device DRANET publishes in the cluster (ResourceSlices are cluster-scoped)."""
     document = kube.call(f"list resourceslices.{RESOURCE_GROUP}", lambda api: _custom(api).list_cluster_custom_object(
         RESOURCE_GROUP, RESOURCE_VERSION, "resourceslices", _preload_content=False, _request_timeout=kube.timeout),
-        permission=SLICES_PERMISSION)
+        permission=SLICES_PERMISSION, expect="list")
     return parse_slices(_items(document))
 
 
@@ -103,7 +103,7 @@ def claimed_efa(kube: Kube, *, namespace: str, pods: Iterable[Mapping[str, Any]]
                          lambda api: _custom(api).list_namespaced_custom_object(
                              RESOURCE_GROUP, RESOURCE_VERSION, namespace, "resourceclaims", _preload_content=False,
                              _request_timeout=kube.timeout),
-                         permission=f"list on resourceclaims.{RESOURCE_GROUP} in namespace {namespace}")
+                         permission=f"list on resourceclaims.{RESOURCE_GROUP} in namespace {namespace}", expect="list")
     claims = {str((c.get("metadata") or {}).get("name", "")): c for c in _items(document)}
     held: dict[str, int] = {}
     for pod, names in wanted.items():

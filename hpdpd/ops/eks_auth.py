@@ -47,13 +47,11 @@ def url_from_token(token: str) -> str:
 
 
 def sts_client(clients: Any, region: str) -> Any:
-    """A dedicated STS client in the cluster's Region (the header handler must not touch a shared client)."""
-    from hyperpod_dpd.aws import client_config
-
-    session = clients.session() if hasattr(clients, "session") else None
-    if session is None:
-        return clients.client("sts")
-    return session.client("sts", region_name=region, config=client_config())
+    """A dedicated STS client in the cluster's Region (the header handler must not touch a shared client), with the
+    command's deadline and answer checks (:meth:`hyperpod_dpd.aws.ClientFactory.new_client`)."""
+    if hasattr(clients, "new_client"):
+        return clients.new_client("sts", region=region)
+    return clients.client("sts")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,7 +65,9 @@ class EksEndpoint:
 
 def describe_endpoint(eks: Any, cluster_name: str) -> EksEndpoint:
     """The API server URL and CA of ``cluster_name`` (``eks:DescribeCluster``; AWS errors propagate)."""
-    cluster = eks.describe_cluster(name=cluster_name)["cluster"]
+    from hyperpod_dpd.ops.answers import member
+
+    cluster = member(eks.describe_cluster(name=cluster_name), "cluster", client=eks, operation="DescribeCluster")
     data = (cluster.get("certificateAuthority") or {}).get("data") or ""
     return EksEndpoint(cluster_name=cluster_name, host=str(cluster.get("endpoint") or ""),
                        ca_pem=base64.b64decode(data) if data else b"")

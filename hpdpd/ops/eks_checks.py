@@ -95,7 +95,7 @@ def offered_versions(eks: Any, addon: str, kubernetes_version: str) -> set[str]:
     for page in eks.get_paginator("describe_addon_versions").paginate(addonName=addon,
                                                                        kubernetesVersion=kubernetes_version):
         for entry in page.get("addons", []):
-            versions.update(v["addonVersion"] for v in entry.get("addonVersions", []))
+            versions.update(str(v["addonVersion"]) for v in entry.get("addonVersions", []) if v.get("addonVersion"))
     return versions
 
 

@@ -7,10 +7,18 @@ Two ways to reach a cluster, as the ecosystem does it:
 - EKS authentication from boto3 (:mod:`hyperpod_dpd.ops.eks_auth`): the API server and its CA from
   ``eks:DescribeCluster`` and a presigned-STS bearer token, minted again before it expires.
 
-Every failure is classified as :mod:`hyperpod_dpd.ops.lookup` classifies AWS reads: only the API server's own 404 is
-*not found*; anything else is *unknown* with a one-line reason and a cause (``access_denied`` for RBAC 403, naming
-the verb and resource needed; ``unreachable``, ``timeout``, ``throttled``, ``server_error``; ``error`` for rejected
-credentials and the rest; ``not_configured`` when no way to reach the cluster was given).
+Every failure is classified as :mod:`hyperpod_dpd.ops.lookup` classifies AWS reads: only the API server's own 404 (a
+``Status`` with reason ``NotFound``, :mod:`hyperpod_dpd.ops.kube_answers`) is *not found*; anything else is *unknown*
+with a one-line reason and a cause (``access_denied`` for RBAC 403, naming the verb and resource needed;
+``unreachable``, ``timeout``, ``throttled``, ``server_error``; ``credentials_rejected`` for 401; ``malformed`` for an
+answer that is not the API server's, a 2xx that is not the JSON asked for or a 404 that is not its ``Status``;
+``error`` for the rest; ``not_configured`` when no way to reach the cluster was given). ``credentials_rejected`` and
+``malformed`` are :data:`FATAL_CAUSES`: no other read of the command can be trusted after them.
+
+Every request is bounded: its connect and read timeouts are ``timeout_seconds`` or the time the command's deadline
+has left, whichever is shorter (``_request_timeout``), and urllib3's own retries are off (:data:`NO_RETRIES`: its
+default ``Retry(3)`` makes four attempts of a read that times out, kubernetes ``client/rest.py`` passes
+``configuration.retries`` to the pool manager); the callers' own loops retry what is transient.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyperpod_dpd.ops.kube_answers import MALFORMED, Expect, answer_problem, api_status, check_kubeconfig, content_type
 from hyperpod_dpd.ops.lookup import TRANSIENT_CAUSES
 
 IEC_GROUP = "inference.sagemaker.aws.amazon.com"
@@ -37,7 +46,10 @@ GONE_STATES = frozenset({"DeletionPending", "DeletionInProgress", "DeletionCompl
 NO_KUBECONFIG = "unknown (no kubeconfig)"
 NOT_FOUND = "NotFound"
 NOT_CONFIGURED = "not_configured"
-API_CAUSES = {401: "error", 403: "access_denied", 408: "timeout", 429: "throttled", 504: "timeout"}
+CREDENTIALS_REJECTED = "credentials_rejected"
+API_CAUSES = {401: CREDENTIALS_REJECTED, 403: "access_denied", 408: "timeout", 429: "throttled", 504: "timeout"}
+FATAL_CAUSES = frozenset({MALFORMED, CREDENTIALS_REJECTED})
+CONNECT_TIMEOUT_SECONDS = 10.0
 
 
 class KubeError(Exception):
@@ -50,6 +62,11 @@ class KubeError(Exception):
     @property
     def transient(self) -> bool:
         return self.cause in TRANSIENT_CAUSES
+
+    @property
+    def fatal(self) -> bool:
+        """No other call of the command can be trusted after this one (see :data:`FATAL_CAUSES`)."""
+        return self.cause in FATAL_CAUSES
 
 
 class ClusterNotFound(KubeError):
@@ -69,6 +86,9 @@ def describe_failure(exc: BaseException, what: str, *, permission: str | None = 
         message = _api_message(exc)
         reason = f"{what}: {status} {exc.reason or ''}".rstrip() + (f": {message}" if message else "")
         if status == 404:
+            if api_status(exc.body) is None:  # not the API server's NotFound: never read as "not there"
+                return KubeError(f"{what}: 404 that is not the Kubernetes API server's (no Status in its body): "
+                                 "a proxy or the wrong server in the kubeconfig", MALFORMED)
             return KubeError(reason, "error", not_found=True)
         cause = API_CAUSES.get(status) or ("server_error" if status >= 500 else "error")
         if cause == "access_denied" and permission:
@@ -90,11 +110,8 @@ def describe_failure(exc: BaseException, what: str, *, permission: str | None = 
 
 
 def _api_message(exc: Any) -> str:
-    try:
-        body = json.loads(exc.body or "{}")
-    except (TypeError, ValueError):
-        body = {}
-    return " ".join(str(body.get("message") or "").split()) if isinstance(body, dict) else ""
+    body = api_status(exc.body)
+    return " ".join(str(body.get("message") or "").split())[:300] if body else ""
 
 
 def _ca_file(pem: bytes) -> str:
@@ -120,10 +137,9 @@ class EksAccess:
     region: str
 
     def api_client(self) -> Any:
-        from botocore.exceptions import BotoCoreError, ClientError
         from kubernetes import client
 
-        from hyperpod_dpd.aws import is_credentials_error
+        from hyperpod_dpd.aws import call_errors, stops_command
         from hyperpod_dpd.ops.eks_auth import DESCRIBE_PERMISSION, TokenSource, describe_endpoint, sts_client
         from hyperpod_dpd.ops.lookup import Lookup, from_aws_error
 
@@ -131,13 +147,16 @@ class EksAccess:
             endpoint = describe_endpoint(self.clients.client("eks"), self.cluster_name)
             tokens = TokenSource(sts_client(self.clients, self.region), self.cluster_name)
             tokens.token()
-        except (ClientError, BotoCoreError) as exc:
-            if is_credentials_error(exc):
+        except call_errors() as exc:
+            if stops_command(exc):
                 raise
             read: Lookup[Any] = from_aws_error(exc, permission=DESCRIBE_PERMISSION)
             if read.absent:
                 raise ClusterNotFound(f"EKS cluster {self.cluster_name} not found", "error", not_found=True) from None
             raise KubeError(read.reason, read.cause or "error") from None
+        if not endpoint.host:  # DescribeCluster names none while the cluster is CREATING
+            raise KubeError(f"EKS cluster {self.cluster_name} has no API server endpoint yet (DescribeCluster)",
+                            "error")
         config = client.Configuration()
         config.host = endpoint.host
         if endpoint.ca_pem:
@@ -145,7 +164,7 @@ class EksAccess:
         config.api_key_prefix = {"authorization": "Bearer"}
         config.api_key = {"authorization": tokens.token()}
         config.refresh_api_key_hook = lambda c: c.api_key.update(authorization=tokens.token())
-        config.retries = 2
+        config.retries = no_retries()
         return client.ApiClient(config)
 
 
@@ -180,21 +199,33 @@ class IecStatus:
         return self.state in FAILED_STATES or self.state in GONE_STATES
 
 
+def no_retries() -> Any:
+    """urllib3's ``Retry(total=0)``: every attempt is the caller's, within its deadline (urllib3 ``util/retry.py``)."""
+    from urllib3.util.retry import Retry
+
+    return Retry(total=0, redirect=0)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Kube:
-    """How to reach the cluster: a kubeconfig (None: ``KUBECONFIG``), or EKS authentication; one API client."""
+    """How to reach the cluster: a kubeconfig (None: ``KUBECONFIG``), or EKS authentication; one API client.
+
+    ``timeout_seconds`` bounds each request; ``deadline`` (the command's, :class:`~hyperpod_dpd.ops.deadline.Deadline`)
+    bounds them all: a request gets what is left of it, and none starts once it has passed."""
 
     kubeconfig: str | None = None
     eks: EksAccess | None = None
     timeout_seconds: float = 30.0
+    deadline: Any = None
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_environment(cls, kubeconfig: str | None, *, eks: EksAccess | None = None,
-                         timeout_seconds: float = 30.0) -> Kube:
+                         timeout_seconds: float = 30.0, deadline: Any = None) -> Kube:
         """A kubeconfig when one is given (argument or ``KUBECONFIG``), else ``eks`` when given."""
         chosen = kubeconfig or os.environ.get("KUBECONFIG") or None
-        return cls(kubeconfig=chosen, eks=None if chosen else eks, timeout_seconds=timeout_seconds)
+        return cls(kubeconfig=chosen, eks=None if chosen else eks, timeout_seconds=timeout_seconds,
+                   deadline=deadline)
 
     def unavailable(self) -> str | None:
         """Why the cluster cannot be asked at all, or None."""
@@ -211,19 +242,31 @@ class Kube:
                 if self.eks is not None and not (self.kubeconfig or os.environ.get("KUBECONFIG")):
                     self._cache["api"] = self.eks.api_client()
                 else:
-                    from kubernetes import config
-
-                    self._cache["api"] = config.new_client_from_config(
-                        config_file=self.kubeconfig or os.environ.get("KUBECONFIG"))
+                    self._cache["api"] = self._from_kubeconfig(self.kubeconfig or os.environ.get("KUBECONFIG") or "")
             except Exception as exc:
                 if isinstance(exc, KubeError) or type(exc).__module__.startswith("kubernetes"):
                     raise describe_failure(exc, "connect") from None
                 raise
         return self._cache["api"]
 
-    def call(self, what: str, request: Callable[[Any], Any], *, permission: str | None = None, raw: bool = False) -> Any:
-        """Run ``request(api_client)`` (a call made with ``_preload_content=False``) and decode its JSON body
-        (``raw``: return the unread response, for streaming)."""
+    @staticmethod
+    def _from_kubeconfig(paths: str) -> Any:
+        """The client of a kubeconfig, as ``kubernetes.config.new_client_from_config`` makes it, with urllib3's retries
+        off; a file the loader would crash on is one line first (:func:`~hyperpod_dpd.ops.kube_answers.check_kubeconfig`)."""
+        from kubernetes import client, config
+
+        check_kubeconfig(paths)
+        configuration = type.__call__(client.Configuration)  # a fresh one, not a copy of the process-wide default
+        configuration.retries = no_retries()
+        return config.new_client_from_config(config_file=paths, client_configuration=configuration)
+
+    def call(self, what: str, request: Callable[[Any], Any], *, permission: str | None = None, raw: bool = False,
+             expect: Expect = "object") -> Any:
+        """Run ``request(api_client)`` (a call made with ``_preload_content=False``) and decode its body as ``expect``
+        says: a Kubernetes object, a list of them, or a log's text (``raw``: return the unread response, for
+        streaming). An answer of another kind is a :class:`KubeError` (cause ``malformed``) naming the API server."""
+        if self.deadline is not None:
+            self.deadline.bound(self.timeout_seconds, what=what)  # OutOfTime once the command's time is up
         api = self.api_client()
         try:
             response = request(api)
@@ -234,17 +277,25 @@ class Kube:
             if _is_client_failure(exc):
                 raise describe_failure(exc, what, permission=permission) from None
             raise
-        if isinstance(data, bytes | bytearray):
-            text = data.decode("utf-8", "replace")
-            try:
-                return json.loads(text) if text.strip() else {}
-            except ValueError:
-                return text
-        return data
+        if not isinstance(data, bytes | bytearray):
+            return data  # already decoded (a test's stand-in for the client)
+        document, problem = answer_problem(bytes(data), expect=expect, media=content_type(response))
+        if problem:
+            server = getattr(getattr(api, "configuration", None), "host", None) or "the Kubernetes API server"
+            raise KubeError(f"{what}: the answer of {server} is not the Kubernetes API's ({problem}): a proxy or "
+                            "the wrong server in the kubeconfig", MALFORMED)
+        return document
 
     @property
     def timeout(self) -> tuple[float, float]:
-        return (min(10.0, self.timeout_seconds), self.timeout_seconds)
+        """``_request_timeout`` (connect, read) of the next request: ``timeout_seconds`` within the deadline."""
+        return self.request_timeout(self.timeout_seconds)
+
+    def request_timeout(self, seconds: float) -> tuple[float, float]:
+        """(connect, read) timeouts of a request that may take ``seconds``, within the deadline."""
+        if self.deadline is not None:
+            seconds = max(0.05, min(seconds, self.deadline.remaining()))
+        return (min(CONNECT_TIMEOUT_SECONDS, seconds), seconds)
 
     def iec_status(self, *, name: str, namespace: str) -> IecStatus:
         reason = self.unavailable()
@@ -257,8 +308,6 @@ class Kube:
                 return IecStatus(state=NOT_FOUND, message=exc.reason)
             return IecStatus(state=f"unknown ({exc.reason})", known=False, reason=exc.reason, cause=exc.cause)
         return parse_iec(document)
-
-
 
 
 def wait_for_iec(kube: Kube, *, name: str, namespace: str, seconds: float, interval: float,
@@ -306,12 +355,15 @@ def parse_iec(document: dict[str, Any] | str) -> IecStatus:
             document = json.loads(document)
         except json.JSONDecodeError:
             return IecStatus(state="unknown (the API server sent no JSON)", known=False,
-                             reason="the API server sent no JSON", cause="error")
+                             reason="the API server sent no JSON", cause=MALFORMED)
     if not isinstance(document, dict):
         return IecStatus(state="unknown (the API server sent no JSON object)", known=False,
-                         reason="the API server sent no JSON object", cause="error")
+                         reason="the API server sent no JSON object", cause=MALFORMED)
     status = document.get("status") or {}
-    conditions = status.get("conditions") or []
+    conditions = status.get("conditions") or [] if isinstance(status, dict) else None
+    if not isinstance(conditions, list) or not isinstance(status.get("state") or "", str):
+        return IecStatus(state="unknown (the IEC's status is not an InferenceEndpointConfig status)", known=False,
+                         reason="the IEC's status is not an InferenceEndpointConfig status", cause=MALFORMED)
     message = ""
     if conditions and isinstance(conditions[0], dict):
         message = " ".join(str(conditions[0].get("message", "")).split())

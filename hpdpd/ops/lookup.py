@@ -8,9 +8,12 @@ rendering (:func:`hyperpod_dpd.aws.describe_aws_error`) and a cause:
 - ``access_denied``: the caller lacks the permission (the reason names it); waiting cannot fix it.
 - ``throttled``, ``unreachable`` (connection refused, dropped, DNS), ``timeout``, ``server_error`` (HTTP 5xx):
   transient, worth asking again later.
-- ``error``: anything else (rejected credentials, an API the endpoint lacks, a malformed answer).
+- ``error``: anything else (an API the endpoint lacks, an error AWS does not classify).
 
-Missing or partial credentials are not an answer about one resource: they propagate, and the command stops.
+What is not an answer about one resource propagates, and the command stops with one line, exit 2
+(:func:`hyperpod_dpd.aws.stops_command`): missing, partial or rejected credentials (every other read would be refused
+the same way), an answer that is not the service's (:class:`~hyperpod_dpd.aws.MalformedAnswer`: nothing it says can
+be read as "found" or "not found"), and the command's deadline (:class:`~hyperpod_dpd.ops.deadline.OutOfTime`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 from hyperpod_dpd.aws import (
+    call_errors,
     describe_aws_error,
     is_access_denied,
     is_credentials_rejected,
@@ -28,6 +32,7 @@ from hyperpod_dpd.aws import (
     is_throttling,
     is_timeout,
     is_unreachable,
+    stops_command,
 )
 
 T = TypeVar("T")
@@ -117,13 +122,12 @@ def from_aws_error(exc: BaseException, *, permission: str) -> Lookup[T]:
 
 
 def look_up(read: Callable[[], T | None], *, permission: str) -> Lookup[T]:
-    """Run an AWS read that returns the state, or None when the resource does not exist, as a :class:`Lookup`."""
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
-
+    """Run an AWS read that returns the state, or None when the resource does not exist, as a :class:`Lookup`
+    (what :func:`~hyperpod_dpd.aws.stops_command` names propagates)."""
     try:
         value = read()
-    except (NoCredentialsError, PartialCredentialsError):
-        raise
-    except (ClientError, BotoCoreError) as exc:
+    except call_errors() as exc:
+        if stops_command(exc):
+            raise
         return from_aws_error(exc, permission=permission)
     return not_found() if value is None else found(value)

@@ -29,6 +29,7 @@ metrics (``aws/sagemaker-hyperpod-cluster-setup`` ``.../dashboards/templates/inf
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import re
@@ -69,6 +70,7 @@ class Prometheus:
     url: str
     clients: Any = None
     timeout_seconds: float = 30.0
+    deadline: Any = None  # the command's (hyperpod_dpd.ops.deadline.Deadline): each query gets what is left of it
 
     def _request(self, path: str, params: dict[str, str]) -> urllib.request.Request:
         target = f"{self.url.rstrip('/')}{path}?{urllib.parse.urlencode(params)}"
@@ -87,21 +89,31 @@ class Prometheus:
         """An instant query's vector: (labels, value) per series."""
         request = self._request("/api/v1/query", {"query": expr})
         what = f"Prometheus query {expr}"
+        timeout = self.deadline.bound(self.timeout_seconds, what=what) if self.deadline else self.timeout_seconds
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
                 document = json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
             raise _http_failure(exc, what, amp=bool(AMP_HOST.match(urllib.parse.urlparse(self.url).hostname or ''))) from None
         except TimeoutError as exc:
-            raise MetricsError(f"{what}: timed out after {self.timeout_seconds:g} s ({exc})", "timeout") from None
+            raise MetricsError(f"{what}: timed out after {timeout:g} s ({exc})", "timeout") from None
         except urllib.error.URLError as exc:
             cause = "timeout" if isinstance(exc.reason, TimeoutError) else "unreachable"
             raise MetricsError(f"{what}: cannot reach {self.url} ({exc.reason})", cause) from None
-        except ValueError:
-            raise MetricsError(f"{what}: the answer is not JSON", "error") from None
+        except (ValueError, RecursionError):  # UnicodeDecodeError included
+            raise MetricsError(f"{what}: the answer of {self.url} is not JSON", "error") from None
+        except (OSError, http.client.HTTPException) as exc:  # a connection reset or cut while the body is read
+            raise MetricsError(f"{what}: the connection to {self.url} broke ({exc})", "unreachable") from None
+        if not isinstance(document, dict):
+            raise MetricsError(f"{what}: the answer of {self.url} is not a Prometheus API answer", "error")
         if document.get("status") != "success":
             raise MetricsError(f"{what}: {document.get('errorType', 'error')}: {document.get('error', '')}", "error")
-        result = (document.get("data") or {}).get("result") or []
+        data = document.get("data")
+        result = data.get("result") if isinstance(data, dict) else None
+        if not isinstance(result, list) or not all(isinstance(s, dict) for s in result):
+            # the query API's success answer always has data.result (Prometheus docs, "Expression query result
+            # formats"); without it there is no measurement to take as "no series"
+            raise MetricsError(f"{what}: the answer of {self.url} has no data.result list", "error")
         out = []
         for series in result:
             try:

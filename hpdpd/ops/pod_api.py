@@ -40,14 +40,15 @@ def worker_documents(kube: Kube, *, namespace: str, iec: str) -> list[dict[str, 
     selector = f"{DPD_ROLE_LABEL} in (prefill,decode)"
     document = kube.call(f"list pods in namespace {namespace}", lambda api: _core(api).list_namespaced_pod(
         namespace, label_selector=selector, _preload_content=False, _request_timeout=kube.timeout),
-        permission=f"list on pods in namespace {namespace}")
+        permission=f"list on pods in namespace {namespace}", expect="list")
     return [d for d in _items(document)
             if str((d.get("metadata") or {}).get("name", "")).startswith((f"prefill-{iec}-", f"decode-{iec}-"))]
 
 
 def all_pods(kube: Kube) -> list[dict[str, Any]]:
     document = kube.call("list pods in all namespaces", lambda api: _core(api).list_pod_for_all_namespaces(
-        _preload_content=False, _request_timeout=kube.timeout), permission="list on pods (all namespaces)")
+        _preload_content=False, _request_timeout=kube.timeout), permission="list on pods (all namespaces)",
+        expect="list")
     return _items(document)
 
 
@@ -95,7 +96,7 @@ def read_log(kube: Kube, *, namespace: str, name: str, container: str | None = N
     if limit_bytes:
         options["limit_bytes"] = limit_bytes
     text = kube.call(f"read the log of pod {namespace}/{name}", lambda api: _core(api).read_namespaced_pod_log(
-        name, namespace, **options), permission=f"get on pods/log in namespace {namespace}")
+        name, namespace, **options), permission=f"get on pods/log in namespace {namespace}", expect="text")
     return text if isinstance(text, str) else ""
 
 
@@ -120,16 +121,26 @@ def exec_in_pod(kube: Kube, *, namespace: str, pod: str, container: str | None, 
     permission = f"create on pods/exec in namespace {namespace}"
 
     def connect(api: Any) -> Any:
+        import websocket
+
         options: dict[str, Any] = {"command": list(command), "stderr": True, "stdin": False, "stdout": True,
                                    "tty": False, "_preload_content": False}
         if container:
             options["container"] = container
+        # kubernetes.stream opens the WebSocket without a timeout of its own (stream/ws_client.py create_websocket
+        # passes none to WebSocket.connect), so websocket-client's default applies: none, unless set.
+        previous = websocket.getdefaulttimeout()
+        websocket.setdefaulttimeout(kube.timeout[1])
         try:
             return stream(_core(api).connect_get_namespaced_pod_exec, pod, namespace, **options)
         except ApiException as exc:
             raise _handshake_failure(exc, what, permission) from None
+        finally:
+            websocket.setdefaulttimeout(previous)
 
     client = kube.call(what, connect, permission=permission, raw=True)
+    if kube.deadline is not None:
+        timeout_seconds = max(0.05, min(timeout_seconds, kube.deadline.remaining()))  # 0 would mean forever
     try:
         client.run_forever(timeout=timeout_seconds)
         if client.is_open():

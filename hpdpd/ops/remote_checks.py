@@ -34,8 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from hyperpod_dpd.aws import ClientSource, is_access_denied, is_not_found
+from hyperpod_dpd.aws import ClientSource, call_errors, is_access_denied, is_credentials_error, is_not_found
 from hyperpod_dpd.errors import HpdpdError
+from hyperpod_dpd.ops.answers import member
+from hyperpod_dpd.ops.deadline import OutOfTime
 from hyperpod_dpd.ops.lookup import aws_reason
 
 ARGS_VARIABLE = "HPDPD_ARGS"  # the command, a JSON array of strings (no shell ever parses it)
@@ -157,18 +159,19 @@ class RemoteChecks:
     clients: ClientSource
     project: str
     poll_seconds: float = 10.0
+    # the clients StopBuild is called with: the command's deadline extended by a grace period, so that a build which
+    # outlived --timeout can still be stopped (None: ``clients``)
+    stop_clients: ClientSource | None = None
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     new_id: Callable[[], str] = field(default=lambda: uuid.uuid4().hex)
 
     def _call(self, what: str, permission: str, call: Callable[[], Any]) -> Any:
-        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
-
         try:
             return call()
-        except (NoCredentialsError, PartialCredentialsError):
-            raise
-        except (ClientError, BotoCoreError) as exc:
+        except call_errors() as exc:
+            if is_credentials_error(exc):
+                raise
             reason = aws_reason(exc)
             if is_access_denied(exc):
                 reason += f"; needs {permission}"
@@ -214,7 +217,10 @@ class RemoteChecks:
                 environmentVariablesOverride=[{"name": ARGS_VARIABLE, "value": encode_arguments(arguments),
                                                "type": "PLAINTEXT"}],
                 timeoutInMinutesOverride=minutes, idempotencyToken=run_id))
-        return str(answer["build"]["id"])
+        build = member(answer, "build", client=self.clients.client("codebuild"), operation="StartBuild")
+        if not build.get("id"):
+            raise RemoteChecksError(f"StartBuild of {self.project} answered without a build id")
+        return str(build["id"])
 
     def follow(self, build_id: str, *, timeout_seconds: float, on_log: Callable[[str], None],
                on_note: Callable[[str], None]) -> RemoteResult:
@@ -222,26 +228,32 @@ class RemoteChecks:
         deadline = self.clock() + timeout_seconds
         stream = _Stream()
         while True:
-            build = self._build(build_id)
-            self._read_logs(build, stream, on_log, on_note)
+            try:
+                build = self._build(build_id)
+                self._read_logs(build, stream, on_log, on_note)
+            except OutOfTime:  # the command's deadline passed inside a read: as the timeout below
+                build = {"buildStatus": "IN_PROGRESS"}
+                deadline = self.clock()
             if build.get("buildStatus") != "IN_PROGRESS":
                 for _ in range(FINAL_LOG_ROUNDS):
                     self.sleep(min(self.poll_seconds, 2.0))
                     self._read_logs(build, stream, on_log, on_note)
                 return result_of(build)
-            if self.clock() >= deadline:
+            now = self.clock()
+            if now >= deadline:
                 problem = self.stop(build_id)
                 stopped = f"; {problem}" if problem else "; the remote build was stopped"
                 return RemoteResult(build_id=build_id, status="IN_PROGRESS", exit_code=2,
                                     reason=f"timed out after {timeout_seconds:g} s (--timeout){stopped}")
-            self.sleep(self.poll_seconds)
+            self.sleep(min(self.poll_seconds, deadline - now))  # never past the deadline
 
     def stop(self, build_id: str) -> str | None:
         """Stop the build; None when stopped, else one line saying why it could not be."""
+        clients = self.stop_clients or self.clients
         try:
             self._call(f"stop the remote build {build_id}", f"codebuild:StopBuild on project {self.project}",
-                       lambda: self.clients.client("codebuild").stop_build(id=build_id))
-        except RemoteChecksError as exc:
+                       lambda: clients.client("codebuild").stop_build(id=build_id))
+        except (RemoteChecksError, OutOfTime) as exc:
             return str(exc)
         return None
 
@@ -256,8 +268,6 @@ class RemoteChecks:
     def _read_logs(self, build: dict[str, Any], stream: _Stream, on_log: Callable[[str], None],
                    on_note: Callable[[str], None]) -> None:
         """Every new event of the build's stream, in order; a stream not yet created is read on the next poll."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         logs = build.get("logs") or {}
         stream.group = stream.group or logs.get("groupName")
         stream.name = stream.name or logs.get("streamName")
@@ -271,7 +281,7 @@ class RemoteChecks:
                 request["nextToken"] = stream.token
             try:
                 page = client.get_log_events(**request)
-            except (ClientError, BotoCoreError) as exc:
+            except call_errors() as exc:
                 if is_not_found(exc):
                     return  # CodeBuild creates the stream when the build's container starts
                 if not stream.note_sent:  # the result does not depend on the log: go on without it

@@ -6,11 +6,21 @@ the threshold, so the long prompt is sized from a lower bound: every word of the
 token, and the prompt has 10 % more words than the threshold plus a margin. A fresh nonce opens the long prompt
 so a prefix cache cannot serve it.
 
-Streaming responses are OpenAI-style server-sent events (``data: {...}`` lines, ``[DONE]`` at the end) from
+Streaming responses are OpenAI-style server-sent events (``data: {...}`` lines, ``data: [DONE]`` at the end) from
 vLLM, read from SageMaker runtime (``InvokeEndpointWithResponseStream``), from an HTTP URL (the in-cluster router, or
 a port-forward of it), or from the router through the Kubernetes API server's service proxy
 (:func:`hyperpod_dpd.ops.workloads.service_proxy_sender`). TTFT is the time from sending to the first generated text; TPOT is
 the time between the first and the last token divided by the tokens after the first.
+
+A stream passes only when it ends with its final event: vLLM's OpenAI server ends every stream, an error included,
+with ``data: [DONE]`` (vllm-project/vllm@003fe59 ``vllm/entrypoints/openai/serving_chat.py``
+``chat_completion_stream_generator``, @00463e6 ``serving_completion.py`` ``completion_stream_generator``: "Send the
+final done message after all response.n are finished"). Through SageMaker the payload parts carry the container's
+bytes as they are, so the same event closes the stream there; a stream that stops before it was cut short (a
+dropped connection, a proxy's timeout, an event stream whose last frame never came: botocore's ``EventStream``
+drops an unfinished frame silently) and fails, whatever text it carried. With a deadline (``--timeout``) a stream
+still running when it passes fails too, and no request starts after it (:class:`~hyperpod_dpd.ops.deadline.OutOfTime`
+ends the command).
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from typing import Any, Literal
 from hyperpod_dpd.aws import describe_client_error, is_client_error, is_credentials_error
 from hyperpod_dpd.ops.canary import CanaryLogs, LogSource, canary_checks
 from hyperpod_dpd.ops.checks import Check
+from hyperpod_dpd.ops.deadline import Deadline, OutOfTime
 from hyperpod_dpd.ops.kube import KubeError
 
 Case = Literal["short", "long"]
@@ -37,6 +48,7 @@ SHORT_PROMPT_MAX_TOKENS = 32  # generous upper bound of the short prompt with a 
 FILLER = "Sentence {i}: the quick brown fox jumps over the lazy dog near the river bank."
 LONG_INSTRUCTION = "Summarise the numbered sentences above in one sentence."
 LONG_MARGIN_WORDS = 32
+FINAL_EVENT = b"[DONE]"  # the data of the last server-sent event of a vLLM stream (see the module's docstring)
 
 Sender = Callable[[bytes], Iterable[bytes]]
 
@@ -144,6 +156,7 @@ class _Tally:
     prompt_tokens: int | None = None
     error: str | None = None
     texts: list[str] = field(default_factory=list)
+    done: bool = False  # the final event arrived
 
 
 def _text_of(event: dict[str, Any]) -> str:
@@ -164,7 +177,8 @@ def _consume(line: bytes, tally: _Tally, now: float) -> None:
         return
     if text.startswith(b"data:"):
         text = text[5:].strip()
-    if text == b"[DONE]":
+    if text == FINAL_EVENT:
+        tally.done = True
         return
     try:
         event = json.loads(text)
@@ -188,8 +202,8 @@ def _consume(line: bytes, tally: _Tally, now: float) -> None:
         tally.prompt_tokens = int(usage["prompt_tokens"])
 
 
-def read_stream(chunks: Iterable[bytes], clock: Callable[[], float]) -> _Tally:
-    """Split raw chunks into lines and tally the generated text as it arrives."""
+def read_stream(chunks: Iterable[bytes], clock: Callable[[], float], deadline: Deadline | None = None) -> _Tally:
+    """Split raw chunks into lines and tally the generated text as it arrives (until the deadline, if any)."""
     tally, buffer = _Tally(), b""
     for chunk in chunks:
         now = clock()
@@ -197,21 +211,26 @@ def read_stream(chunks: Iterable[bytes], clock: Callable[[], float]) -> _Tally:
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
             _consume(line, tally, now)
+        if deadline is not None and deadline.expired and not tally.done:
+            tally.error = f"the stream had not ended when {deadline.describe()} ran out"
+            return tally
     if buffer:
         _consume(buffer, tally, clock())
     return tally
 
 
 def measure(case: PromptCase, send: Sender, *, model: str, chat: bool, max_tokens: int,
-            clock: Callable[[], float] = time.perf_counter) -> Measurement:
+            clock: Callable[[], float] = time.perf_counter, deadline: Deadline | None = None) -> Measurement:
     body = request_body(case.prompt, model=model, chat=chat, max_tokens=max_tokens)
+    if deadline is not None and deadline.expired:
+        raise deadline.out_of_time(f"the {case.case} prompt")
     start = clock()
     error: str | None = None
     try:
-        tally = read_stream(send(body), clock)
+        tally = read_stream(send(body), clock, deadline)
     except Exception as exc:  # this case failed; the other case still runs
-        if is_credentials_error(exc):
-            raise  # no request can succeed; the command ends with one line
+        if is_credentials_error(exc) or isinstance(exc, OutOfTime):
+            raise  # no request can succeed (or start); the command ends with one line
         tally, error = _Tally(), _describe_send_error(exc)
     end = clock()
     error = error or tally.error
@@ -222,6 +241,9 @@ def measure(case: PromptCase, send: Sender, *, model: str, chat: bool, max_token
         tpot = (tally.last - tally.first) * 1000 / (tokens - 1)
     if error is None and tally.first is None:
         error = "the response carried no generated text"
+    if error is None and not tally.done:
+        error = (f"the stream ended without its final 'data: {FINAL_EVENT.decode()}' event after {tally.chunks} "
+                 "chunk(s): it was cut short")
     return Measurement(case=case.case, expected_route=case.expected_route, prompt_tokens_estimate=case.words,
                        prompt_tokens=tally.prompt_tokens, output_tokens=tokens, ttft_ms=ttft, tpot_ms=tpot,
                        total_ms=(end - start) * 1000, ok=error is None, error=error,
@@ -260,14 +282,17 @@ def sagemaker_sender(runtime: Any, endpoint_name: str) -> Sender:
     return send
 
 
-def http_sender(url: str, *, timeout_seconds: float = 300.0, insecure: bool = False) -> Sender:
-    """Stream from an HTTP(S) URL, such as the in-cluster router or a port-forward of it."""
+def http_sender(url: str, *, timeout_seconds: float = 300.0, insecure: bool = False,
+                deadline: Deadline | None = None) -> Sender:
+    """Stream from an HTTP(S) URL, such as the in-cluster router or a port-forward of it (each read waits at most
+    ``timeout_seconds``, or what is left of ``deadline``)."""
     context = ssl._create_unverified_context() if insecure else None  # noqa: S323 - opt-in, self-signed router certs
 
     def send(body: bytes) -> Iterator[bytes]:
         request = urllib.request.Request(url, data=body, method="POST",  # noqa: S310 - the user names the URL
                                          headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
-        with urllib.request.urlopen(request, timeout=timeout_seconds, context=context) as response:  # noqa: S310
+        timeout = deadline.bound(timeout_seconds, what=f"POST {url}") if deadline is not None else timeout_seconds
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:  # noqa: S310
             while True:
                 line = response.readline()
                 if not line:
@@ -279,16 +304,18 @@ def http_sender(url: str, *, timeout_seconds: float = 300.0, insecure: bool = Fa
 
 def run_smoke(*, send: Sender, endpoint: str, transport: str, target: str, threshold: int, model: str, chat: bool,
               max_tokens: int = 64, clock: Callable[[], float] = time.perf_counter,
-              canary: LogSource | None = None) -> SmokeReport:
+              canary: LogSource | None = None, deadline: Deadline | None = None) -> SmokeReport:
     """The prompts; with ``canary`` (a reader of the router's and decoder's logs) the long prompt is sent a second
     time and the silent-failure checks run over the logs written meanwhile (:mod:`hyperpod_dpd.ops.canary`)."""
     cases, skipped = build_prompts(threshold)
     started = time.monotonic()
-    results = tuple(measure(c, send, model=model, chat=chat, max_tokens=max_tokens, clock=clock) for c in cases)
+    results = tuple(measure(c, send, model=model, chat=chat, max_tokens=max_tokens, clock=clock, deadline=deadline)
+                    for c in cases)
     checks: tuple[Check, ...] = ()
     if canary is not None:
         long_case = next(c for c in cases if c.case == "long")
-        again = measure(long_case, send, model=model, chat=chat, max_tokens=max_tokens, clock=clock)
+        again = measure(long_case, send, model=model, chat=chat, max_tokens=max_tokens, clock=clock,
+                        deadline=deadline)
         first = next(m for m in results if m.case == "long")
         logs: CanaryLogs = canary(time.monotonic() - started)
         checks = canary_checks(logs, first=first.text, second=again.text, long_prompts=2,

@@ -5,9 +5,12 @@ Each part is read on its own, and each read has three answers (:mod:`hyperpod_dp
 be read (access denied, throttled after retries, unreachable, timed out, an API the endpoint lacks). An unknown part
 is also a warning, and the rest is still reported. ``healthy`` is true only when everything was read, the HyperPod
 cluster is InService with full groups, the EKS cluster is ACTIVE, every expected add-on is ACTIVE at or above its
-minimum, and no endpoint has failed. With a kubeconfig, each endpoint's NetworkPolicies are checked against its live
-router and worker pods (:func:`hyperpod_dpd.ops.netpol.endpoint_policy_warnings`): a pod a policy does not select, or
-a container port it does not admit, is a warning.
+minimum, and no endpoint has failed or is missing (its IEC, the IEC's CRD or its SageMaker endpoint ``NotFound``).
+Rejected credentials (AWS's or the API server's 401), an answer that is not the service's and the command's deadline
+end the command with one line instead (exit 2): after them no part can be read. With a kubeconfig, each endpoint's
+NetworkPolicies are checked against its live router and worker pods
+(:func:`hyperpod_dpd.ops.netpol.endpoint_policy_warnings`): a pod a policy does not select, or a container port it
+does not admit, is a warning.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.aws import ClientSource
 from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE
+from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.ops.addons import ACTIVE, ADDON_PERMISSIONS, below_minimum, expected_addons, installed_addons
 from hyperpod_dpd.ops.clusters import (
     EKS_ACTIVE,
@@ -36,7 +40,7 @@ from hyperpod_dpd.ops.endpoints import (
     iec_name,
     read_sagemaker_endpoint,
 )
-from hyperpod_dpd.ops.kube import FAILED_STATES, IecStatus, Kube, KubeError
+from hyperpod_dpd.ops.kube import FAILED_STATES, FATAL_CAUSES, IecStatus, Kube, KubeError
 from hyperpod_dpd.ops.lookup import NOT_FOUND, UNKNOWN, Lookup, look_up, not_found, unknown
 from hyperpod_dpd.ops.netpol import endpoint_policy_warnings
 
@@ -75,6 +79,11 @@ class EndpointStatus:
     @property
     def failed(self) -> bool:
         return self.sagemaker_status in SAGEMAKER_FAILED or self.iec_state in FAILED_STATES
+
+    @property
+    def missing(self) -> bool:
+        """A declared endpoint whose IEC (or its CRD) or SageMaker endpoint the service says does not exist."""
+        return NOT_FOUND in (self.iec_state, self.sagemaker_status)
 
 
 def _status(lookup: Lookup[Any], status: str) -> str:
@@ -121,7 +130,7 @@ class StatusReport:
         cluster = self.cluster
         cluster_ok = cluster is not None and cluster.status == IN_SERVICE and cluster.complete
         return (cluster_ok and self.eks_status == EKS_ACTIVE and not self.warnings and all(a.ok for a in self.addons)
-                and not any(e.failed for e in self.endpoints))
+                and not any(e.failed or e.missing for e in self.endpoints))
 
     def to_json(self) -> dict[str, Any]:
         cluster, eks = self.cluster, self.eks.value
@@ -190,6 +199,8 @@ def _endpoint_row(endpoint: EndpointLike, clients: ClientSource, kubectl: Kube,
         if read.unknown:
             warnings.append(_unreadable(f"endpoint {endpoint.name}", read))
     iec: IecStatus = kubectl.iec_status(name=iec_name(endpoint), namespace=endpoint.namespace)
+    if not iec.known and iec.cause in FATAL_CAUSES:  # rejected credentials, an answer not the API server's
+        raise HpdpdError(f"endpoint {endpoint.name}: cannot read the InferenceEndpointConfig: {iec.reason}")
     if not iec.known and iec.attempted:
         warnings.append(f"endpoint {endpoint.name}: could not read the InferenceEndpointConfig ({iec.reason})")
     elif iec.known:
@@ -222,9 +233,11 @@ def _policy_warnings(endpoint: EndpointLike, kubectl: Kube) -> list[str]:
         for namespace in dict.fromkeys((endpoint.namespace, INFERENCE_NAMESPACE)):
             for what in found:
                 document = kubectl.call(f"list {what} in namespace {namespace}", lister(what, namespace),
-                                        permission=f"list on {what} in namespace {namespace}")
+                                        permission=f"list on {what} in namespace {namespace}", expect="list")
                 found[what] += document.get("items") or [] if isinstance(document, dict) else []
     except KubeError as exc:
+        if exc.fatal:
+            raise HpdpdError(f"endpoint {endpoint.name}: cannot check its NetworkPolicies: {exc.reason}") from None
         if exc.not_found:  # a namespace or an API group the server does not have: nothing to check
             return []
         return [f"endpoint {endpoint.name}: could not check its NetworkPolicies ({exc.reason})"]

@@ -29,7 +29,7 @@ from hyperpod_dpd.ops.fabric import (
     per_rank_line_rate_gbps,
     worker_container,
 )
-from hyperpod_dpd.ops.kube import Kube, get_iec, parse_iec
+from hyperpod_dpd.ops.kube import Kube, KubeError, get_iec, parse_iec
 from hyperpod_dpd.ops.kv_logs import DecoderLoad, backends, decoder_load, nixl_provider, store_totals
 from hyperpod_dpd.ops.metrics import Prometheus, Throughput, nixl_connector_throughput, prefill_store_throughput
 from hyperpod_dpd.ops.pod_api import HEAD_LOG_BYTES, read_log, worker_documents
@@ -40,6 +40,7 @@ from hyperpod_dpd.ops.verify_checks import (
     backend_check,
     efa_check,
     iec_check,
+    iec_missing_check,
     node_check,
     pods_check,
     throughput_check,
@@ -97,7 +98,14 @@ class Target:
 def verify_endpoint(kube: Kube, target: Target) -> VerifyReport:
     """Read the cluster (and metrics) and evaluate every check; KubeError / MetricsError propagate."""
     e, iec = target.endpoint, target.iec
-    state = parse_iec(get_iec(kube, name=iec, namespace=e.namespace))
+    try:
+        state = parse_iec(get_iec(kube, name=iec, namespace=e.namespace))
+    except KubeError as exc:
+        if not exc.not_found:
+            raise
+        # the API server's own NotFound, of the IEC or of its CRD: nothing to verify, and that is a failure
+        return VerifyReport(endpoint=e.name, namespace=e.namespace, iec=iec, window_seconds=target.window_seconds,
+                            checks=(iec_missing_check(iec, e.namespace, exc.reason),))
     rows: list[Check] = [iec_check(iec, state)]
     documents = worker_documents(kube, namespace=e.namespace, iec=iec)
     pods = [parse_pod(d) for d in documents]

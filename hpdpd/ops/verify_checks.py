@@ -251,3 +251,10 @@ def iec_check(iec: str, state: Any) -> Check:
     return Check(name="iec", status="warn", detail=f"{iec} {state.state}" + (f": {state.message}" if state.message
                                                                                else ""),
                  cause="still deploying: wait for DeploymentComplete (hpdpd wait --for endpoint)")
+
+
+def iec_missing_check(iec: str, namespace: str, reason: str) -> Check:
+    """The API server says the IEC (or its CRD) does not exist: the endpoint is not deployed, which verify fails."""
+    return Check(name="iec", status="fail", detail=f"{namespace}/{iec} NotFound ({reason})",
+                 cause="the endpoint is not deployed (or --iec names another generation), or the inference operator's "
+                       "CRD is not installed: deploy the endpoints stack, check 'hpdpd rollout status'")

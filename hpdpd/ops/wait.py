@@ -17,10 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from hyperpod_dpd.aws import ClientSource
+from hyperpod_dpd.aws import ClientSource, call_errors, stops_command
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.ops.addons import ACTIVE, ADDON_PERMISSIONS, FAILED_STATUSES, expected_addons, installed_addons
 from hyperpod_dpd.ops.clusters import FAILED, HYPERPOD_TERMINAL, IN_SERVICE, read_hyperpod
+from hyperpod_dpd.ops.deadline import OutOfTime
 from hyperpod_dpd.ops.endpoints import SAGEMAKER_IN_SERVICE, EndpointLike, iec_name, read_sagemaker_endpoint
 from hyperpod_dpd.ops.kube import Kube
 from hyperpod_dpd.ops.lookup import NOT_FOUND, TRANSIENT_CAUSES, UNKNOWN, Lookup, aws_cause, aws_reason, look_up
@@ -96,19 +97,17 @@ def settle(lookup: Lookup[Any], what: str) -> Lookup[Any]:
     return lookup
 
 
-def _observe(probe: Probe) -> Observation:
-    """One poll. An AWS error that escapes the probe is classified like any read: transient ones are observed as
-    unknown and polled again, the rest end the wait."""
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
-
+def _observe(probe: Probe) -> tuple[Observation, bool]:
+    """One poll, and whether the command's deadline ended it. An AWS error that escapes the probe is classified like
+    any read: transient ones are observed as unknown and polled again, the rest end the wait."""
     try:
-        return probe()
-    except (NoCredentialsError, PartialCredentialsError):
-        raise
-    except (ClientError, BotoCoreError) as exc:
-        if aws_cause(exc) not in TRANSIENT_CAUSES:
+        return probe(), False
+    except OutOfTime as exc:  # the deadline passed inside the poll: the wait's own timeout, with what stopped it
+        return Observation(state=unknown_state(str(exc)), message=str(exc)), True
+    except call_errors() as exc:
+        if stops_command(exc) or aws_cause(exc) not in TRANSIENT_CAUSES:
             raise
-        return Observation(state=unknown_state(aws_reason(exc)), message=aws_reason(exc))
+        return Observation(state=unknown_state(aws_reason(exc)), message=aws_reason(exc)), False
 
 
 def wait_for(probe: Probe, *, target: str, timeout_seconds: float, backoff: Backoff = Backoff(),
@@ -116,11 +115,15 @@ def wait_for(probe: Probe, *, target: str, timeout_seconds: float, backoff: Back
              on_poll: ProgressCallback | None = None) -> WaitResult:
     """Poll ``probe`` until it reports ready or failed, or ``timeout_seconds`` have passed."""
     start, polls = clock(), 0
+    last: Observation | None = None
     while True:
-        seen = _observe(probe)
+        seen, out_of_time = _observe(probe)
+        if out_of_time and last is not None:
+            seen = last  # the deadline cut the last poll short: what was last seen is the state to report
+        last = seen
         polls += 1
         elapsed = clock() - start
-        remaining = timeout_seconds - elapsed
+        remaining = 0.0 if out_of_time else timeout_seconds - elapsed
         final = seen.ready or seen.failed or remaining <= 0
         delay = None if final else min(backoff.delay(polls - 1), remaining)
         if on_poll:

@@ -26,6 +26,7 @@ from hyperpod_dpd.catalogue.operator import (
     INFERENCE_NAMESPACE,
 )
 from hyperpod_dpd.ops.kube import IEC_GROUP, IEC_PLURAL, IEC_VERSION, Kube, KubeError, iec_path
+from hyperpod_dpd.ops.kube_answers import api_status
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 ROUTER_CONTAINER = "router-container"
@@ -127,7 +128,7 @@ def dpd_pods(kube: Kube, *, namespace: str, iec: str) -> list[Pod]:
     selector = f"{DPD_ROLE_LABEL} in (prefill,decode)"
     document = kube.call(f"list pods in namespace {namespace}", lambda api: _core(api).list_namespaced_pod(
         namespace, label_selector=selector, _preload_content=False, _request_timeout=kube.timeout),
-        permission=f"list on pods in namespace {namespace}")
+        permission=f"list on pods in namespace {namespace}", expect="list")
     pods = [parse_pod(item) for item in _items(document)]
     return [p for p in pods if p.name.startswith((f"prefill-{iec}-", f"decode-{iec}-"))]
 
@@ -136,14 +137,15 @@ def router_pods(kube: Kube, *, namespace: str, iec: str) -> list[Pod]:
     """The router pods of an IEC (``<iec>-<namespace>-router-…`` in the operator's namespace)."""
     document = kube.call(f"list pods in namespace {INFERENCE_NAMESPACE}", lambda api: _core(api).list_namespaced_pod(
         INFERENCE_NAMESPACE, _preload_content=False, _request_timeout=kube.timeout),
-        permission=f"list on pods in namespace {INFERENCE_NAMESPACE}")
+        permission=f"list on pods in namespace {INFERENCE_NAMESPACE}", expect="list")
     prefix = f"{iec}-{namespace}-router"
     return [p for p in (parse_pod(i) for i in _items(document)) if p.name.startswith(prefix)]
 
 
 def nodes(kube: Kube) -> dict[str, Node]:
     document = kube.call("list nodes", lambda api: _core(api).list_node(
-        _preload_content=False, _request_timeout=kube.timeout), permission="list on nodes (cluster scope)")
+        _preload_content=False, _request_timeout=kube.timeout), permission="list on nodes (cluster scope)",
+        expect="list")
     return {n.name: n for n in (parse_node(i) for i in _items(document))}
 
 
@@ -158,7 +160,8 @@ class GpuRequests:
 
 def gpu_requests(kube: Kube) -> GpuRequests:
     document = kube.call("list pods in all namespaces", lambda api: _core(api).list_pod_for_all_namespaces(
-        _preload_content=False, _request_timeout=kube.timeout), permission="list on pods (all namespaces)")
+        _preload_content=False, _request_timeout=kube.timeout), permission="list on pods (all namespaces)",
+        expect="list")
     used: dict[str, int] = {}
     waiting: list[tuple[Mapping[str, str], int]] = []
     for pod in (parse_pod(i) for i in _items(document)):
@@ -185,7 +188,7 @@ def pod_log(kube: Kube, pod: Pod, *, container: str | None = None, since_seconds
         options["tail_lines"] = tail_lines
     text = kube.call(f"read the log of pod {pod.namespace}/{pod.name}", lambda api: _core(api)
                      .read_namespaced_pod_log(pod.name, pod.namespace, **options),
-                     permission=f"get on pods/log in namespace {pod.namespace}")
+                     permission=f"get on pods/log in namespace {pod.namespace}", expect="text")
     return text if isinstance(text, str) else ""
 
 
@@ -193,7 +196,7 @@ def warning_events(kube: Kube, *, namespace: str, names: set[str]) -> list[str]:
     """``Warning`` events of the given objects, newest last, as ``<object>: <reason>: <message>``."""
     document = kube.call(f"list events in namespace {namespace}", lambda api: _core(api).list_namespaced_event(
         namespace, field_selector="type=Warning", _preload_content=False, _request_timeout=kube.timeout),
-        permission=f"list on events in namespace {namespace}")
+        permission=f"list on events in namespace {namespace}", expect="list")
     out = []
     for event in _items(document):
         involved = (event.get("involvedObject") or {}).get("name", "")
@@ -215,7 +218,7 @@ def endpoint_iecs(kube: Kube, *, namespace: str, endpoint: str) -> list[dict[str
     document = kube.call(f"list {IEC_PLURAL}.{IEC_GROUP}", lambda api: _custom(api).list_cluster_custom_object(
         IEC_GROUP, IEC_VERSION, IEC_PLURAL, label_selector=f"{ENDPOINT_LABEL}={endpoint}",
         _preload_content=False, _request_timeout=kube.timeout),
-        permission=f"list on {IEC_PLURAL}.{IEC_GROUP} (all namespaces)")
+        permission=f"list on {IEC_PLURAL}.{IEC_GROUP} (all namespaces)", expect="list")
     items = [i for i in _items(document) if (i.get("metadata") or {}).get("namespace", namespace) == namespace]
     return sorted(items, key=lambda i: str((i.get("metadata") or {}).get("creationTimestamp", "")))
 
@@ -264,7 +267,7 @@ def _conditional(request: Callable[[Any], Any]) -> Callable[[Any], Any]:
         try:
             return request(api)
         except ApiException as exc:
-            if exc.status == 409:
+            if exc.status == 409 and api_status(exc.body) is not None:  # the API server's Conflict, not a proxy's 409
                 return _CONFLICT
             raise
 
@@ -345,7 +348,7 @@ def service_proxy_sender(kube: Kube, *, service: str, port: int, path: str, sche
         response = kube.call(f"create {resource}", lambda api: api.call_api(
             resource, "POST", header_params={"Content-Type": "application/json", "Accept": "text/event-stream"},
             body=json.loads(body), auth_settings=["BearerToken"], _preload_content=False,
-            _return_http_data_only=True, _request_timeout=(10.0, timeout_seconds)),
+            _return_http_data_only=True, _request_timeout=kube.request_timeout(timeout_seconds)),
             permission=f"create on services/proxy in namespace {INFERENCE_NAMESPACE}", raw=True)
         try:
             yield from response

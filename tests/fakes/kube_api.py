@@ -4,7 +4,10 @@ It answers the calls the toolkit makes as a real API server would (paths, list s
 (namespaced and all namespaces, with label selectors ``k=v`` and ``k in (a,b)``), nodes, events (``type=Warning``),
 Services (GET and merge PATCH), pod logs (``container``, ``sinceSeconds``, ``tailLines``) and the
 ``InferenceEndpointConfig`` custom resources (get, list by label, create, delete). Faults are injected per path prefix
-(an HTTP status, or a delay longer than the client's timeout), and every request is recorded.
+(an HTTP status with the API server's ``Status`` body, or a delay longer than the client's timeout), and every request
+is recorded. Objects are answered with their ``metadata`` (name and namespace filled in when a test seeded an object
+without them), as every object the API server returns has one; answers that are not the API server's (HTML pages, cut
+bodies, resets) come from :mod:`tests.fakes.fault_proxy` in front of it.
 
 Pods can also be created, read one by one and deleted (``on_pod_created`` lets a test play the kubelet), and every
 other resource path (``/api/v1/namespaces/<ns>/<plural>[/<name>]``, ``/apis/<group>/<version>/[namespaces/<ns>/]
@@ -180,6 +183,7 @@ class FakeKube:
                 service = self.services.get((namespace, parts[5]))
                 if service is None:
                     return 404, self.status(404, f'services "{parts[5]}" not found')
+                service.setdefault("metadata", {}).setdefault("name", parts[5])
                 if "resourceVersion" not in service.setdefault("metadata", {}):  # seeded ones too, as stored objects
                     self._next_version(service)
                 if method == "PATCH":
@@ -304,6 +308,9 @@ class FakeKube:
         document = self.iecs.get((namespace, name))
         if document is None:
             return 404, self.status(404, f'inferenceendpointconfigs.inference.sagemaker.aws.amazon.com "{name}" not found')
+        meta = document.setdefault("metadata", {})  # a real API server always answers an object with its metadata
+        meta.setdefault("name", name)
+        meta.setdefault("namespace", namespace)
         if method == "DELETE":
             del self.iecs[(namespace, name)]
             self.pods = [p for p in self.pods if not p["metadata"]["name"].startswith(

@@ -8,6 +8,8 @@
 - ``timing_out`` / ``refusing``: a ``before-send`` handler that raises botocore's ``ReadTimeoutError`` /
   ``EndpointConnectionError`` where the HTTP send would have, so the error takes the same path (retries included)
   as a real one; with ``times`` only the first sends fail and later ones reach moto.
+- ``moto_server``: moto's own server on loopback, for tests that put :mod:`tests.fakes.fault_proxy` in front of it;
+  ``seed_clusters`` puts the dev environment's clusters in it.
 """
 
 from __future__ import annotations
@@ -87,3 +89,48 @@ def refusing(client: Any, operation: str, *, times: int | None = None) -> None:
     from botocore.exceptions import EndpointConnectionError
 
     failing_to_send(client, operation, lambda url: EndpointConnectionError(endpoint_url=url), times=times)
+
+
+@contextmanager
+def moto_server() -> Iterator[str]:
+    """moto's server (``ThreadedMotoServer``) on 127.0.0.1, a free port; yields its URL. Its request log is quiet
+    (werkzeug would print every request, and the trace of every API moto lacks, to the test's stderr)."""
+    import logging
+    import os
+
+    from moto.server import ThreadedMotoServer
+
+    logger = logging.getLogger("werkzeug")
+    level, propagate = logger.level, logger.propagate
+    logger.setLevel(logging.CRITICAL)
+    logger.propagate = False
+    previous = os.environ.get("MOTO_EC2_LOAD_DEFAULT_AMIS")
+    os.environ["MOTO_EC2_LOAD_DEFAULT_AMIS"] = "false"  # read when the EC2 backend starts, in this process
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+        logger.setLevel(level)
+        logger.propagate = propagate
+        if previous is None:
+            os.environ.pop("MOTO_EC2_LOAD_DEFAULT_AMIS", None)
+        else:
+            os.environ["MOTO_EC2_LOAD_DEFAULT_AMIS"] = previous
+
+
+def seed_clusters(url: str, groups: Sequence[tuple[str, str, int]]) -> None:
+    """The dev environment's HyperPod cluster (``groups``) and EKS cluster ``hpdpd-dev`` in the moto server at ``url``,
+    unless they are there. moto keeps one state per process, which another test's in-process ``mock_aws`` resets and
+    another server's tests fill: a test that needs them seeds them itself."""
+    from tests.hpdpd.moto_clusters import MOTO_ACCOUNT, REGION, create_hyperpod_cluster
+
+    session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
+    sagemaker, eks = session.client("sagemaker", endpoint_url=url), session.client("eks", endpoint_url=url)
+    if not sagemaker.list_clusters()["ClusterSummaries"]:
+        create_hyperpod_cluster(sagemaker, groups)
+    if "hpdpd-dev" not in eks.list_clusters()["clusters"]:
+        eks.create_cluster(name="hpdpd-dev", version="1.35", roleArn=f"arn:aws:iam::{MOTO_ACCOUNT}:role/eks",
+                           resourcesVpcConfig={"subnetIds": []})

@@ -108,3 +108,103 @@ def test_command_ending_errors_are_described_and_others_are_not() -> None:
     assert (describe_aws_error(_error("ExpiredTokenException", "expired")) or "").startswith(
         "AWS rejected the credentials")
     assert describe_aws_error(ValueError("a bug")) is None
+
+
+# ---- the command's deadline on every client --------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_deadline_bounds_the_connect_and_read_timeouts_of_the_clients() -> None:
+    from hyperpod_dpd.ops.deadline import Deadline
+
+    # GIVEN a command with 4 s left
+    clients = ClientFactory(region="us-west-2", deadline=Deadline(seconds=4, clock=Clock()))
+    # WHEN a client is made, THEN no attempt may wait longer than that for a connection or an answer
+    config = clients.client("sagemaker").meta.config
+    assert (config.connect_timeout, config.read_timeout) == (4, 4)
+    assert config.retries["mode"] == "standard"
+    # AND without a deadline the clients keep botocore's own timeouts
+    assert client_config().connect_timeout == client_config().read_timeout == 60
+
+
+def test_no_attempt_starts_once_the_deadline_has_passed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hyperpod_dpd.ops.deadline import Deadline, OutOfTime
+    from tests.hpdpd.aws_faults import refusing_port
+
+    # GIVEN a deadline that has passed, and an endpoint that would refuse the connection if anything were sent
+    clock = Clock()
+    deadline = Deadline(seconds=2, clock=clock)
+    with refusing_port() as port:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        sts = ClientFactory(region="us-west-2", deadline=deadline).client("sts")
+        clock.now = 5.0
+        # WHEN a call is made
+        with pytest.raises(OutOfTime) as raised:
+            sts.get_caller_identity()
+    # THEN it is refused before any attempt (no connection error), naming the call, its endpoint and the option
+    assert str(raised.value) == (f"GetCallerIdentity at http://127.0.0.1:{port}/: the 2 s of --timeout ran out before "
+                                 "it could be done")
+
+
+def test_each_attempt_waits_only_for_the_time_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from hyperpod_dpd.ops.deadline import Deadline, OutOfTime
+    from tests.fakes.fault_proxy import serve
+
+    # GIVEN an endpoint that accepts every request and never answers, and a command with 1.5 s left
+    with serve("http://127.0.0.1:9") as proxy:
+        proxy.set("stall")
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        sts = ClientFactory(region="us-west-2", deadline=Deadline(seconds=1.5)).client("sts")
+        started = time.monotonic()
+        # WHEN a call is made (botocore's standard mode would make 3 attempts of 60 s each)
+        with pytest.raises(OutOfTime):
+            sts.get_caller_identity()
+        elapsed = time.monotonic() - started
+    # THEN the first attempt gave up when the time was up and no retry started after it
+    assert 1.4 <= elapsed < 3.0
+    assert [fault for _, _, fault in proxy.requests] == ["stall"]
+
+
+def test_what_stops_a_command_is_told_apart_from_a_read_that_failed() -> None:
+    from botocore.parsers import ResponseParserError
+
+    from hyperpod_dpd.aws import MalformedAnswer, stops_command
+    from hyperpod_dpd.ops.deadline import OutOfTime
+
+    malformed = MalformedAnswer(operation="DescribeCluster", endpoint="http://x", detail="not JSON")
+    # THEN credentials that are missing or rejected, an answer not the service's and the deadline end the command
+    assert stops_command(NoCredentialsError())
+    assert stops_command(_error("ExpiredTokenException", "The security token included in the request is expired"))
+    assert stops_command(malformed) and stops_command(ResponseParserError("bad XML"))
+    assert stops_command(OutOfTime("DescribeCluster at http://x", "the 3 s of --timeout"))
+    # AND a denied, throttled or missing resource is an answer about that resource only
+    for code, status in (("AccessDeniedException", 403), ("ThrottlingException", 400), ("ResourceNotFound", 400)):
+        assert not stops_command(_error(code, status=status))
+    # AND each has its one line
+    assert describe_aws_error(malformed) == ("DescribeCluster at http://x: the answer is not the service's (not JSON); "
+                                             "check AWS_ENDPOINT_URL and any proxy in between")
+    assert describe_aws_error(ResponseParserError("Unable to parse\nresponse")) == (
+        "an answer botocore cannot parse: Unable to parse response")
+
+
+def test_a_connection_cut_mid_answer_is_one_line() -> None:
+    from urllib3.exceptions import ProtocolError
+
+    from hyperpod_dpd.aws import is_unreachable
+
+    # GIVEN urllib3's error for a body cut short, which botocore lets through as it is (it reads bodies after its own
+    # error handling)
+    cut = ProtocolError("Connection broken: IncompleteRead(10 bytes read, 90 more expected)")
+    # THEN it is a connection problem, worth retrying later, with its one line
+    assert is_unreachable(cut)
+    assert describe_aws_error(cut) == ("the connection to AWS broke mid-answer: Connection broken: "
+                                       "IncompleteRead(10 bytes read, 90 more expected)")

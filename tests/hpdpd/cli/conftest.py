@@ -33,6 +33,6 @@ def moto_factory(monkeypatch: pytest.MonkeyPatch, aws: None) -> Callable[[Module
     """Route a command module's AWS clients to moto: ``clients = moto_factory(status_cli)``."""
     def route(module: ModuleType) -> ClientFactory:
         clients = ClientFactory(region="us-west-2")
-        monkeypatch.setattr(module, "factory_from_args", lambda args, default_region: clients)
+        monkeypatch.setattr(module, "factory_from_args", lambda args, default_region, **_: clients)
         return clients
     return route

@@ -30,7 +30,7 @@ def config_dir(write_config: Callable[..., Path]) -> Path:
 def stubbed(monkeypatch: pytest.MonkeyPatch, aws: None) -> Iterator[dict[str, Stubber]]:
     """The command's clients: moto, except Service Quotas and EKS, which get Stubbers the test fills."""
     factory = ClientFactory(region="us-west-2")
-    monkeypatch.setattr(preflight_cli, "factory_from_args", lambda args, default_region: factory)
+    monkeypatch.setattr(preflight_cli, "factory_from_args", lambda args, default_region, **_: factory)
     stubs = {name: Stubber(factory.client(name)) for name in ("service-quotas", "eks")}
     for stub in stubs.values():
         stub.activate()
@@ -109,7 +109,7 @@ def test_throttling_that_outlasts_retries_is_one_line(monkeypatch: pytest.Monkey
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     # GIVEN STS throttling the identity call even after botocore's retries
     factory = ClientFactory(region="us-west-2")
-    monkeypatch.setattr(preflight_cli, "factory_from_args", lambda args, default_region: factory)
+    monkeypatch.setattr(preflight_cli, "factory_from_args", lambda args, default_region, **_: factory)
     with Stubber(factory.client("sts")) as sts:
         sts.add_client_error("get_caller_identity", "Throttling", "Rate exceeded", http_status_code=400)
         code = main(["preflight", "--env", "dev", "--config-dir", str(config_dir)])

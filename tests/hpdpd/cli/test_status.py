@@ -131,7 +131,7 @@ def test_a_denied_cluster_is_unknown_naming_the_permission(factory: ClientFactor
     create_hyperpod_cluster(factory.client("sagemaker"), GROUPS)
     with denied_by_iam(monkeypatch, allow=["sagemaker:ListClusterNodes"]) as user:
         restricted = ClientFactory(region="us-west-2")
-        monkeypatch.setattr(status_cli, "factory_from_args", lambda args, default_region: restricted)
+        monkeypatch.setattr(status_cli, "factory_from_args", lambda args, default_region, **_: restricted)
         with Stubber(restricted.client("eks")) as eks:
             stub_active_eks(eks, config_dir)
             stub_active_eks(eks, config_dir)

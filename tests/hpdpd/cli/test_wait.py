@@ -97,7 +97,7 @@ def test_a_denied_read_ends_the_wait_at_once(factory: ClientFactory, config_dir:
     create_hyperpod_cluster(factory.client("sagemaker"), [("prefill", "ml.p5.48xlarge", 1)])
     with denied_by_iam(monkeypatch, allow=["sagemaker:ListClusterNodes"]) as user:
         restricted = ClientFactory(region="us-west-2")
-        monkeypatch.setattr(wait_cli, "factory_from_args", lambda args, default_region: restricted)
+        monkeypatch.setattr(wait_cli, "factory_from_args", lambda args, default_region, **_: restricted)
         # WHEN waiting for it for up to an hour
         code = _wait(config_dir, "--for", "cluster", "--timeout", "3600", "--output", "json")
     captured = capsys.readouterr()

@@ -144,3 +144,49 @@ def test_eks_describe_failures_are_classified(aws_credentials: None) -> None:
     denied = read("AccessDeniedException", 400)
     assert not denied.known and denied.cause == "access_denied" and denied.reason.endswith(
         "; needs eks:DescribeCluster")
+
+
+# ---- every request within its timeout and the command's deadline ---------------------------------------------------
+
+
+def test_a_read_that_times_out_is_not_retried_by_urllib3(fake_kube: Any, tmp_path: Path) -> None:
+    import time
+
+    from tests.fakes.fault_proxy import serve as serve_proxy
+    from tests.fakes.kube_api import FakeKube
+
+    # GIVEN an API server that accepts the request and never answers, and a 1 s request timeout
+    with serve_proxy(fake_kube.url) as proxy:
+        proxy.set("stall")
+        kube = Kube(kubeconfig=FakeKube(url=proxy.url).kubeconfig(tmp_path / "stalled"), timeout_seconds=1.0)
+        started = time.monotonic()
+        # WHEN the nodes are listed
+        with pytest.raises(KubeError) as raised:
+            workloads.nodes(kube)
+        elapsed = time.monotonic() - started
+    # THEN one attempt timed out (urllib3's default Retry(3) would have made four, four times as long)
+    assert raised.value.cause == "timeout" and elapsed < 2.0
+    assert [path for _, path, _ in proxy.requests] == ["/api/v1/nodes"]
+
+
+def test_requests_get_what_is_left_of_the_deadline_and_none_start_after_it(fake_kube: Any, tmp_path: Path) -> None:
+    from hyperpod_dpd.ops.deadline import Deadline, OutOfTime
+
+    class Clock:
+        now = 0.0
+
+        def __call__(self) -> float:
+            return self.now
+
+    # GIVEN a command with 30 s per request but 4 s left of its deadline
+    clock = Clock()
+    kube = Kube(kubeconfig=fake_kube.kubeconfig(tmp_path / "kubeconfig"), timeout_seconds=30.0,
+                deadline=Deadline(seconds=10, clock=clock))
+    clock.now = 6.0
+    # THEN the next request may take 4 s (connect and read), not 30
+    assert kube.timeout == (4.0, 4.0)
+    # WHEN the deadline has passed, THEN a call is refused before it is sent
+    clock.now = 10.0
+    with pytest.raises(OutOfTime, match="^list nodes: the 10 s of --timeout ran out"):
+        workloads.nodes(kube)
+    assert fake_kube.requests == []

@@ -295,3 +295,28 @@ def test_the_command_must_be_a_json_array_of_strings(raw: str | None, message: s
 def test_the_runner_refuses_all_but_its_own_check_commands(command: str, env: str, profile: str | None,
                                                             expected: str | None) -> None:
     assert refusal(command, env=env, runner_env="dev", profile=profile) == expected
+
+
+def test_a_read_the_deadline_cuts_short_still_stops_the_build(clients: ClientFactory,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from hyperpod_dpd.ops.deadline import Deadline
+    from tests.fakes.fault_proxy import serve
+
+    # GIVEN a CodeBuild endpoint that never answers BatchGetBuilds, a run with 1 s left, and StopBuild reachable with
+    # the grace period the command gives it
+    with serve("http://127.0.0.1:9") as proxy, Stubber(clients.client("codebuild")) as stop:
+        proxy.set("stall")
+        stop.add_response("stop_build", {"build": {"id": BUILD, "buildStatus": "STOPPED"}}, {"id": BUILD})
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        runner = RemoteChecks(clients=ClientFactory(region="us-west-2", deadline=Deadline(seconds=1.0)),
+                              stop_clients=clients, project=PROJECT, poll_seconds=0.1)
+        started = time.monotonic()
+        # WHEN the build is followed
+        result = runner.follow(BUILD, timeout_seconds=1.0, on_log=lambda _: None, on_note=lambda _: None)
+        elapsed = time.monotonic() - started
+        stop.assert_no_pending_responses()
+    # THEN the run ends at its deadline with 2, and the remote build was stopped, not left running
+    assert (result.exit_code, result.reason) == (2, "timed out after 1 s (--timeout); the remote build was stopped")
+    assert elapsed < 3.0

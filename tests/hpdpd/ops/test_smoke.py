@@ -125,16 +125,17 @@ def test_an_unreachable_router_fails_without_a_trace() -> None:
 class FakeRuntime:
     """SageMaker runtime's response stream (moto does not implement InvokeEndpointWithResponseStream)."""
 
-    def __init__(self, *, fail: bool = False) -> None:
+    def __init__(self, *, fail: bool = False, payload: bytes | None = None) -> None:
         self.calls: list[dict[str, Any]] = []
         self.fail = fail
+        self.payload = payload
 
     def invoke_endpoint_with_response_stream(self, **kwargs: Any) -> dict[str, Any]:
         self.calls.append(kwargs)
         if self.fail:
             raise ClientError({"Error": {"Code": "ModelError", "Message": "Received server error (500) from primary"},
                                "ResponseMetadata": {"HTTPStatusCode": 424}}, "InvokeEndpointWithResponseStream")
-        payload = b"".join(sse(4))
+        payload = b"".join(sse(4)) if self.payload is None else self.payload
         # split mid-line, as the service may: the parser must reassemble lines
         return {"Body": iter([{"PayloadPart": {"Bytes": payload[:37]}}, {"PayloadPart": {"Bytes": payload[37:]}}])}
 
@@ -160,3 +161,71 @@ def test_stream_parsing_counts_text_and_reads_usage_and_errors() -> None:
     assert (tally.chunks, tally.completion_tokens, tally.prompt_tokens, tally.first, tally.last) == (2, 2, 9, 0.0, 1.0)
     error = read_stream([b'data: {"object":"error","message":"context length exceeded"}\n'], time.perf_counter)
     assert error.error == "context length exceeded"
+
+
+# ---- a stream passes only when it ends with its final event ----------------------------------------------------------
+
+
+def _tokens(count: int) -> bytes:
+    return b"".join(f'data: {{"choices":[{{"delta":{{"content":"t{i} "}}}}]}}\n\n'.encode() for i in range(count))
+
+
+def test_a_stream_cut_before_its_final_event_fails_though_it_carried_text() -> None:
+    # GIVEN SageMaker's stream of the model server's events that stops after three tokens, without vLLM's closing
+    # "data: [DONE]" (a dropped connection, a proxy's timeout, a last event-stream frame that never came)
+    runtime = FakeRuntime(payload=_tokens(3))
+    # WHEN the prompts are sent
+    report = run_smoke(send=sagemaker_sender(runtime, "llama-sm"), endpoint="llama", transport="sagemaker",
+                       target="llama-sm", threshold=64, model="m", chat=True, max_tokens=64)
+    # THEN each prompt fails, saying the stream was cut short, whatever text it carried
+    assert not report.ok
+    assert [m.error for m in report.results] == [
+        "the stream ended without its final 'data: [DONE]' event after 3 chunk(s): it was cut short"] * 2
+    assert all(m.output_tokens == 3 and m.text is None for m in report.results)
+
+
+def test_the_final_event_closes_an_error_too() -> None:
+    # GIVEN vLLM's stream for a request that failed mid-way: an error event, then [DONE] (serving_chat.py)
+    runtime = FakeRuntime(payload=_tokens(1) + b'data: {"error": {"message": "KV transfer failed"}}\n\ndata: [DONE]\n\n')
+    report = run_smoke(send=sagemaker_sender(runtime, "llama-sm"), endpoint="llama", transport="sagemaker",
+                       target="llama-sm", threshold=64, model="m", chat=True)
+    # THEN the error is the prompt's failure
+    assert [m.error for m in report.results] == ["KV transfer failed"] * 2
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_stream_still_running_when_the_deadline_passes_fails() -> None:
+    from hyperpod_dpd.ops.deadline import Deadline
+
+    # GIVEN a 5 s budget and a stream whose chunks arrive while the clock passes it
+    clock = Clock()
+    deadline = Deadline(seconds=5, clock=clock)
+
+    def chunks() -> Iterator[bytes]:
+        for i in range(10):
+            clock.now = float(i)
+            yield f'data: {{"choices":[{{"delta":{{"content":"t{i} "}}}}]}}\n\n'.encode()
+
+    # WHEN it is read, THEN it ends at the deadline, as an error of that prompt
+    tally = read_stream(chunks(), clock, deadline)
+    assert tally.chunks == 6 and not tally.done  # t0 to t5: the last one arrived as the time ran out
+    assert tally.error == "the stream had not ended when the 5 s of --timeout ran out"
+
+
+def test_no_prompt_is_sent_once_the_deadline_has_passed(router: str) -> None:
+    from hyperpod_dpd.ops.deadline import Deadline, OutOfTime
+
+    clock = Clock()
+    deadline = Deadline(seconds=1, option="--timeout", clock=clock)
+    clock.now = 2.0
+    with pytest.raises(OutOfTime, match="^the short prompt: the 1 s of --timeout ran out"):
+        run_smoke(send=http_sender(router, deadline=deadline), endpoint="llama", transport="http", target=router,
+                  threshold=256, model="m", chat=True, deadline=deadline)
+    assert Router.requests == []

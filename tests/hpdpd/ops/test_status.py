@@ -15,6 +15,7 @@ from botocore.stub import Stubber
 
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.ops.addons import expected_addons
 from hyperpod_dpd.ops.kube import Kube
 from hyperpod_dpd.ops.status import collect_status
@@ -314,12 +315,9 @@ FORBIDDEN = ('inferenceendpointconfigs.inference.sagemaker.aws.amazon.com "llama
     ({"status": 403, "message": FORBIDDEN}, "Unknown",
      f"GET {IEC_PATH}: 403 Forbidden: {FORBIDDEN}; needs get on "
      "inferenceendpointconfigs.inference.sagemaker.aws.amazon.com in namespace default"),
-    ({"status": 401, "message": "Unauthorized"}, "Unknown",
-     f"GET {IEC_PATH}: 401 Unauthorized: Unauthorized (the API server refused the credentials; on EKS the caller "
-     "needs an access entry)"),
     ({"status": 503, "message": "etcd leader changed"}, "Unknown",
      f"GET {IEC_PATH}: 503 Service Unavailable: etcd leader changed"),
-], ids=["present", "absent", "forbidden", "unauthorized", "server-error"])
+], ids=["present", "absent", "forbidden", "server-error"])
 def test_the_iec_read_is_three_way(deployed: EnvironmentConfig, clients: ClientFactory, fake_kube: Any,
                                    make_endpoint: Callable[..., Any], setup: dict[str, Any], state: str,
                                    reason: str | None) -> None:
@@ -338,6 +336,33 @@ def test_the_iec_read_is_three_way(deployed: EnvironmentConfig, clients: ClientF
     assert (row["iec_state"], row["iec_reason"]) == (state, reason)
     warnings = [w for w in report.warnings if w.startswith("endpoint llama")]
     assert warnings == ([f"endpoint llama: could not read the InferenceEndpointConfig ({reason})"] if reason else [])
+
+
+def test_credentials_the_api_server_rejects_end_the_status(deployed: EnvironmentConfig, clients: ClientFactory,
+                                                           fake_kube: Any, make_endpoint: Callable[..., Any]) -> None:
+    # GIVEN an API server that refuses the kubeconfig's credentials (401)
+    fake_kube.fail(IEC_PATH, 401, "Unauthorized")
+    with Stubber(clients.client("eks")) as eks, pytest.raises(HpdpdError) as raised:
+        stub_eks(eks, deployed)
+        # WHEN the status is collected
+        collect_status(deployed, clients, kubectl=fake_kube.client(), endpoints=(make_endpoint(name="llama"),))
+    # THEN no part is reported as merely Unknown: the command ends with one line naming the refusal
+    assert str(raised.value) == (f"endpoint llama: cannot read the InferenceEndpointConfig: GET {IEC_PATH}: 401 "
+                                 "Unauthorized: Unauthorized (the API server refused the credentials; on EKS the "
+                                 "caller needs an access entry)")
+
+
+def test_a_missing_iec_makes_the_endpoint_unhealthy(deployed: EnvironmentConfig, clients: ClientFactory,
+                                                     fake_kube: Any, make_endpoint: Callable[..., Any]) -> None:
+    # GIVEN an API server without the endpoint's IEC (its own NotFound)
+    with Stubber(clients.client("eks")) as eks:
+        stub_eks(eks, deployed)
+        # WHEN the status is collected
+        report = collect_status(deployed, clients, kubectl=fake_kube.client(), endpoints=(make_endpoint(name="llama"),))
+    # THEN the endpoint is NotFound, which is not healthy, though everything else is
+    (row,) = report.endpoints
+    assert row.iec_state == "NotFound" and row.missing and not row.failed
+    assert not report.healthy and report.warnings == ()
 
 
 def test_an_unreachable_api_server_is_unknown(deployed: EnvironmentConfig, clients: ClientFactory, tmp_path: Path,

@@ -123,7 +123,9 @@ class FakeKube:
     def iec_status(self, *, name: str, namespace: str) -> IecStatus:
         return IecStatus(state="DeploymentComplete")
 
-    def call(self, what: str, request: Callable[[Any], Any], *, permission: str | None = None) -> Any:
+    def call(self, what: str, request: Callable[[Any], Any], *, permission: str | None = None,
+             expect: str = "object") -> Any:
+        assert expect == "list", what  # status only lists here: the shape the API server's list answers have
         self.asked.append(what)
         if self.error:
             raise self.error

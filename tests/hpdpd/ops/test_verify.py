@@ -74,3 +74,23 @@ def test_the_device_plugin_case_reads_no_dra_object(cluster: Any) -> None:
     # THEN no ResourceSlice or ResourceClaim is read (the operations role needs those only with the DRA driver)
     assert rows["efa:prefill"].status == "pass"
     assert not any("resource.k8s.io" in path for path in cluster.calls("GET"))
+
+
+def test_an_iec_the_api_server_does_not_have_fails_verify(fake_kube: Any) -> None:
+    # GIVEN a cluster without the endpoint's IEC (the API server's own NotFound)
+    # WHEN it is verified
+    report = verify_endpoint(fake_kube.client(), Target(endpoint=ENDPOINT, iec=ENDPOINT.resource_name))
+    # THEN one row fails, saying so, and nothing else is read
+    (row,) = report.checks
+    assert (row.name, row.status) == ("iec", "fail") and not report.ok
+    assert row.detail.startswith(f"{ENDPOINT.namespace}/{ENDPOINT.resource_name} NotFound (GET /apis/")
+    assert [m for m, _, _ in fake_kube.requests] == ["GET"]
+
+
+def test_a_missing_crd_fails_verify_too(fake_kube: Any) -> None:
+    # GIVEN an API server that serves no inference.sagemaker.aws.amazon.com group (the operator is not installed):
+    # its 404 at the end of the handler chain is a NotFound Status for any path of that group
+    fake_kube.fail("/apis/inference.sagemaker.aws.amazon.com/", 404, "the server could not find the requested resource")
+    report = verify_endpoint(fake_kube.client(), Target(endpoint=ENDPOINT, iec=ENDPOINT.resource_name))
+    assert [(c.name, c.status) for c in report.checks] == [("iec", "fail")]
+    assert "the server could not find the requested resource" in report.checks[0].detail

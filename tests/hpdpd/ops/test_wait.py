@@ -80,6 +80,23 @@ def test_the_wait_times_out_at_the_deadline_with_the_last_state() -> None:
     assert result.message == "not ready after 100 s (last state: Creating (prefill 0/1))"
 
 
+def test_the_command_deadline_cutting_a_poll_short_is_the_waits_timeout() -> None:
+    from hyperpod_dpd.ops.deadline import OutOfTime
+
+    # GIVEN a cluster still creating, whose second poll the command's deadline cuts short
+    time = FakeTime()
+    cut = OutOfTime("DescribeCluster at https://api.sagemaker.us-west-2.amazonaws.com/", "the 60 s of --timeout")
+    probe = scripted(Observation(state="Creating (prefill 0/1)"), cut)
+    # WHEN waiting
+    result = wait_for(probe, target="cluster", timeout_seconds=60, clock=time.clock, sleep=time.sleep)
+    # THEN the wait times out at once (exit 1, not an error) with the state it last saw, not a poll that never ended
+    assert result.outcome == "timeout" and result.polls == 2 and time.sleeps == [5]
+    assert result.state == "Creating (prefill 0/1)"
+    # AND when the deadline cut the very first poll, that is the state, saying why
+    first = wait_for(scripted(cut), target="cluster", timeout_seconds=60, clock=time.clock, sleep=time.sleep)
+    assert first.outcome == "timeout" and first.state == f"Unknown ({cut})"
+
+
 def test_a_terminal_failure_ends_the_wait_with_its_message() -> None:
     time = FakeTime()
     probe = scripted(Observation(state="Creating"), Observation(state="Failed", failed=True, message="no capacity"))
@@ -109,9 +126,12 @@ def test_transient_errors_only_delay_the_next_poll_and_other_errors_end_the_wait
         "AWS_ENDPOINT_URL and the Region))",
         f'Unknown (cannot reach AWS: Read timeout on endpoint URL: "{url}" (check the network, AWS_ENDPOINT_URL '
         "and the Region))"]
-    # AND a denial escaping a probe ends the wait at the first poll
+    # AND a denial escaping a probe ends the wait at the first poll, as do rejected credentials (a 403 too)
     with pytest.raises(ClientError):
         wait_for(scripted(denied), target="cluster", timeout_seconds=600, clock=time.clock, sleep=time.sleep)
+    rejected = ClientError({"Error": {"Code": "ExpiredTokenException", "Message": "expired"}}, "DescribeCluster")
+    with pytest.raises(ClientError):
+        wait_for(scripted(rejected), target="cluster", timeout_seconds=600, clock=time.clock, sleep=time.sleep)
 
 
 def test_backoff_rejects_nonsense() -> None:
