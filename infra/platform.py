@@ -243,11 +243,11 @@ def build_endpoints(scope: Construct, *, config: EnvironmentConfig, eks_cluster:
             manifest.node.add_dependency(namespaces[chart.namespace])
         manifests[chart.node.id] = manifest
     if config.operations_roles:  # the endpoint rules of the operations access, in each endpoint's namespace
-        namespaces: set[str] = set()
+        bound: set[str] = set()
         for chart in charts:
             namespace = chart.namespace or "default"
-            if namespace not in namespaces:
-                namespaces.add(namespace)
+            if namespace not in bound:
+                bound.add(namespace)
                 bind_namespace(scope, f"Operations-{chart.node.id}", cluster=eks_cluster.cluster, namespace=namespace,
                                kubernetes_version=config.eks.version, after=[manifests[chart.node.id]])
     return charts, manifests
