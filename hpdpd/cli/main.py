@@ -21,10 +21,10 @@ Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]
 
 def _registrations() -> list[Register]:
     """The subcommands, in the order ``hpdpd --help`` lists them (imported here to keep ``--version`` fast)."""
-    from hyperpod_dpd.cli import checks, cost, plan, preflight, rollout, smoke, status, verify, wait
+    from hyperpod_dpd.cli import checks, cost, plan, preflight, rebalance, rollout, smoke, status, verify, wait
 
     return [preflight.register, status.register, wait.register, smoke.register, verify.register, rollout.register,
-            checks.register, plan.register, cost.register]
+            rebalance.register, checks.register, plan.register, cost.register]
 
 
 def common_options() -> argparse.ArgumentParser:
