@@ -21,6 +21,8 @@ from hyperpod_dpd.errors import MISSING, ConfigError
 GIB = 1024**3
 DEFAULT_SWEEP = "1,2,4,8,16,32,64"
 PLOT_FORMATS = (".png", ".svg")
+MODES = ("both", "colocated", "disaggregated")  # hyperpod_dpd.planner.plan.MODES, kept here for a fast start-up
+CONNECTORS = ("lmcache", "nixl")
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -28,17 +30,45 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
         "plan", parents=[common], help="size a DPD endpoint and compare it with colocated serving",
         description="Predict TTFT, TPOT and throughput of disaggregated and colocated serving for a workload, and "
                     "recommend the prefill:decode ratio, routing threshold, PD_BUFFER_SIZE and tensor parallelism.")
-    parser.add_argument("--model", help=f"model: {', '.join(MODELS)}")
+    parser.add_argument("--model", help=f"model: {', '.join(MODELS)} (or --model-config)")
+    parser.add_argument("--model-config", metavar="FILE", help="a model outside the catalogue: its Hugging Face "
+                        "config.json (layers, hidden size, heads, KV heads, intermediate size, experts)")
+    parser.add_argument("--mode", metavar="MODE", help="which serving mode to report: both (default, with the "
+                        "verdict), colocated or disaggregated")
     parser.add_argument("--instance", help="instance type, e.g. ml.p5.48xlarge (default with --env: its GPU groups')")
     parser.add_argument("--input-tokens", metavar="N", help="prompt tokens: N, N,M, N:weight,M:weight, MEAN~SPREAD or "
                         "p50=N,p90=M,p99=K")
     parser.add_argument("--output-tokens", metavar="N", help="output tokens, in the same forms as --input-tokens")
     parser.add_argument("--concurrency", metavar="C,...", help="closed-loop concurrent requests, e.g. 8,16,32")
     parser.add_argument("--request-rate", metavar="R,...", help="open-loop requests per second, instead of concurrency")
+    parser.add_argument("--offline", metavar="N", help="offline / maximum throughput: a closed loop that keeps N "
+                        "requests in flight, instead of --concurrency or --request-rate")
     parser.add_argument("--prefill-nodes", metavar="P", help="prefill nodes (default: recommended, or --env's)")
     parser.add_argument("--decode-nodes", metavar="D", help=f"decode nodes (default 1; the operator supports "
                                                             f"{MAX_DECODE_REPLICAS})")
     parser.add_argument("--baseline-nodes", metavar="B", help="nodes of the colocated baseline (default P + D)")
+    parser.add_argument("--prefill-tp", metavar="TP", help="tensor parallelism of each prefill replica (default: the "
+                        "node's GPUs; below that a node holds GPUs / TP replicas)")
+    parser.add_argument("--decode-tp", metavar="TP", help="tensor parallelism of each decode replica (default: the "
+                        "node's GPUs)")
+    parser.add_argument("--prefill-per-node", metavar="N", help="prefill replicas on each prefill node (default: "
+                        "GPUs / --prefill-tp)")
+    parser.add_argument("--decode-per-node", metavar="N", help="decode replicas on each decode node (default: "
+                        "GPUs / --decode-tp)")
+    parser.add_argument("--colocated-tp", metavar="TP", help="tensor parallelism of each colocated replica (default: "
+                        "the better of one replica per node and the smallest TP that fits)")
+    parser.add_argument("--colocated-replicas", metavar="N", help="colocated replicas on the baseline nodes (default: "
+                        "as many as the baseline's GPUs hold at that TP)")
+    parser.add_argument("--max-num-seqs", metavar="N", help="vLLM --max-num-seqs: requests one engine runs at once "
+                        "(default 1024, vLLM's for >= 70 GiB GPUs)")
+    parser.add_argument("--max-num-batched-tokens", metavar="N", help="vLLM --max-num-batched-tokens: the chunked "
+                        "prefill budget of one step (default 8192)")
+    parser.add_argument("--kv-connector", metavar="NAME",
+                        help="KV path: lmcache (the operator's LMCache PD backend: PD buffer, layer-wise, 256-token "
+                        "chunks; default) or nixl (vLLM NixlConnector: into the paged cache, after the prefill, "
+                        "16-token blocks), as Dynamo's guides measure")
+    parser.add_argument("--block-size", metavar="TOKENS", help="tokens per KV block the connector moves (LMCache "
+                        "chunk_size, default 256; vLLM NixlConnector moves vLLM blocks, e.g. 16)")
     parser.add_argument("--dtype", metavar="D", help="weight precision: bf16 (default), fp8, fp4 (B200/B300)")
     parser.add_argument("--kv-dtype", metavar="D", help="KV-cache precision: bf16 (default), fp8, fp4 (B200/B300)")
     parser.add_argument("--prefix-hit-rate", metavar="F", help="share of prompt tokens served from the prefix cache, "
@@ -124,6 +154,43 @@ def _model(text: str) -> ModelSpec:
         raise _fail("--model", text, f"unknown model; known: {', '.join(MODELS)}") from None
 
 
+def _choice(flag: str, value: str | None, allowed: tuple[str, ...], default: str) -> str:
+    if value is None:
+        return default
+    if value.strip().lower() not in allowed:
+        raise _fail(flag, value, f"must be one of {', '.join(allowed)}")
+    return value.strip().lower()
+
+
+def _chosen_model(args: argparse.Namespace) -> ModelSpec:
+    if args.model_config is not None:
+        if args.model is not None:
+            raise _fail("--model-config", args.model_config, "give either --model or --model-config, not both")
+        from hyperpod_dpd.planner.hf_config import load_model_config
+
+        return load_model_config(Path(args.model_config))
+    return _model(_required(args, "model"))
+
+
+# vLLM / LMCache settings a benchmark publishes: flag, calibration field, upper bound (a sanity limit, not vLLM's)
+_ENGINE_FLAGS = (("--max-num-seqs", "max_num_seqs", 1 << 16), ("--max-num-batched-tokens", "chunk_tokens", 1 << 20),
+                 ("--block-size", "connector_block_tokens", 1 << 16))
+
+
+def _engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    from hyperpod_dpd.planner.calibration import DYNAMO_NIXL
+
+    connector = _choice("--kv-connector", args.kv_connector, CONNECTORS, "lmcache")
+    out: dict[str, Any] = dict(DYNAMO_NIXL) if connector == "nixl" else {}
+    for flag, field, limit in _ENGINE_FLAGS:
+        value = _positive_int(flag, getattr(args, flag[2:].replace("-", "_")))
+        if value is not None:
+            if value > limit:
+                raise _fail(flag, value, f"must be at most {limit:,}")
+            out[field] = value
+    return out
+
+
 def _instance(text: str) -> InstanceSpec:
     if text not in INSTANCE_TYPES:
         raise _fail("--instance", text, f"unknown instance type; DPD types: {', '.join(DPD_INSTANCE_TYPES)}")
@@ -148,6 +215,12 @@ def _workload(args: argparse.Namespace) -> Any:
                     "output lengths must be at least 2 tokens: TPOT is the time between output tokens")
     hit = _fraction("--prefix-hit-rate", args.prefix_hit_rate)
     concurrency = args.concurrency
+    offline = _positive_int("--offline", args.offline)
+    if offline is not None:
+        if args.concurrency is not None or args.request_rate is not None:
+            raise _fail("--offline", args.offline, "give only one of --offline, --concurrency or --request-rate")
+        return Workload(inputs=lengths["input_tokens"], outputs=lengths["output_tokens"], concurrency=(offline,),
+                        prefix_hit_rate=hit, offline=True)
     if concurrency is None and args.request_rate is None and (args.sweep or args.plot):
         concurrency = args.sweep or DEFAULT_SWEEP  # a sweep alone is the loads to plan at
     if (concurrency is None) == (args.request_rate is None):
@@ -214,19 +287,6 @@ def _environment(name: str, instance_text: str | None, directory: str | None = N
                    decode_nodes=counts["decode"], prices=dict(env.cost.prices)), instance_text
 
 
-def _check_layout(target: _Target, instance: str, prefill: int | None, decode: int | None,
-                  baseline: int | None) -> None:
-    for flag, value, role, limit in (("--prefill-nodes", prefill, "prefill", target.prefill_nodes),
-                                     ("--decode-nodes", decode, "decode", target.decode_nodes)):
-        if value is not None and value > limit:
-            raise _fail(flag, value, f"larger than environment {target.name}'s {role} instance groups "
-                                     f"({limit} x {instance} in {target.source})")
-    total = target.prefill_nodes + target.decode_nodes
-    if baseline is not None and baseline > total:
-        raise _fail("--baseline-nodes", baseline, f"larger than environment {target.name}'s GPU instance groups "
-                                                  f"({total} x {instance} in {target.source})")
-
-
 def _sweep(args: argparse.Namespace, workload: Any) -> tuple[float, ...]:
     from hyperpod_dpd.planner.workload import parse_counts, parse_rates
 
@@ -257,10 +317,12 @@ def _plot_path(value: str | None) -> Path | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION
     from hyperpod_dpd.planner.plan import make_plan
     from hyperpod_dpd.planner.verdict import Slo
 
-    chosen_model = _model(_required(args, "model"))
+    chosen_model = _chosen_model(args)
+    engine = _engine_overrides(args)
     prefill = _positive_int("--prefill-nodes", args.prefill_nodes)
     decode = _positive_int("--decode-nodes", args.decode_nodes)
     baseline = _positive_int("--baseline-nodes", args.baseline_nodes)
@@ -275,21 +337,35 @@ def run(args: argparse.Namespace) -> int:
     if args.env:
         target, instance_text = _environment(args.env, instance_text, args.config_dir)
     chosen_instance = _instance(instance_text if instance_text is not None else _required(args, "instance"))
+    capacity = None
     if target is not None:
-        _check_layout(target, chosen_instance.name, prefill, decode, baseline)
-        if prefill is None:
-            prefill = target.prefill_nodes
+        # the recommendation is sized within the environment's groups; explicit node counts beyond them are
+        # planned as what-if layouts (labelled in the plan's warnings and JSON)
+        from hyperpod_dpd.planner.capacity import Capacity
+
+        capacity = Capacity(environment=target.name, source=target.source, instance_type=chosen_instance.name,
+                            prefill_nodes=target.prefill_nodes, decode_nodes=target.decode_nodes)
         if decode is None:
             decode = min(target.decode_nodes, MAX_DECODE_REPLICAS)
     plan = make_plan(model=chosen_model, instance=chosen_instance, workload=workload, prefill_nodes=prefill,
+                     mode=_choice("--mode", args.mode, MODES, "both"), calibration=DEFAULT_CALIBRATION.with_overrides(**engine),
+                     prefill_tp=_positive_int("--prefill-tp", args.prefill_tp),
+                     decode_tp=_positive_int("--decode-tp", args.decode_tp),
+                     colocated_tp=_positive_int("--colocated-tp", args.colocated_tp),
+                     colocated_replicas=_positive_int("--colocated-replicas", args.colocated_replicas),
+                     prefill_per_node=_positive_int("--prefill-per-node", args.prefill_per_node),
+                     decode_per_node=_positive_int("--decode-per-node", args.decode_per_node),
                      decode_nodes=decode, baseline_nodes=baseline,
                      weight_dtype=_dtype("--dtype", args.dtype, chosen_instance),
                      kv_dtype=_dtype("--kv-dtype", args.kv_dtype, chosen_instance), max_model_len=max_len, slo=slo,
-                     sweep=sweep, prices=target.prices if target is not None else None)
+                     sweep=sweep, prices=target.prices if target is not None else None, capacity=capacity)
     notes = list(plan.warnings)
-    if target is not None and plan.recommendation.prefill_replicas > target.prefill_nodes:
-        notes.append(f"the recommended {plan.recommendation.prefill_replicas} prefill nodes exceed environment "
-                     f"{target.name}'s {target.prefill_nodes}; predictions use its {plan.layout.prefill_nodes}")
+    if capacity is not None and plan.recommendation.sized_prefill_replicas > plan.layout.prefill_nodes \
+            and not plan.layout.what_if:
+        notes.append(f"the workload would want {plan.recommendation.sized_prefill_replicas} prefill nodes; "
+                     f"environment {capacity.environment} has {capacity.prefill_nodes}, and the plan uses "
+                     f"{plan.layout.prefill_nodes} (--prefill-nodes {plan.recommendation.sized_prefill_replicas} "
+                     "plans the larger layout as a what-if)")
     if plot is not None:
         from hyperpod_dpd.planner.plot import write_plot
 
@@ -312,5 +388,20 @@ def run(args: argparse.Namespace) -> int:
             data["environment"] = target.name
         print_json(data)
         return 0
+    if plan.mode != "both":
+        _print_one_mode(plan, notes)
+        return 0
     print_report(plan, notes, sys.stdout)
     return 0
+
+
+def _print_one_mode(plan: Any, notes: list[str]) -> None:
+    """``--mode colocated|disaggregated``: that mode's predictions alone (no comparison, so no verdict)."""
+    from hyperpod_dpd.cli.output import print_table
+    from hyperpod_dpd.planner.report import one_mode_table
+
+    title, headers, rows = one_mode_table(plan)
+    sys.stdout.write(title + "\n")
+    print_table(headers, rows, title=f"Predictions ({plan.mode})", stream=sys.stdout)
+    for note in notes:
+        sys.stdout.write(f"warning: {note}\n")

@@ -79,14 +79,18 @@ def _state(costs: StepCosts, batch: float, *, decode_context: float, local: Loca
     # step_seconds with a chunk, inlined: this loop is the planner's innermost one
     kv, linear, attention = costs.kv_read_s_per_token, costs.linear_s_per_token, costs.attention_s_per_pair
     experts, miss, comm = costs.expert_weights_s, costs.expert_miss, costs.comm_s_per_token
-    fixed = costs.dense_weights_s
+    fixed, loss, comm_fixed = costs.dense_weights_s, costs.overlap_loss, costs.comm_fixed_s
+    base_memory, base_compute = fixed + context * kv, context * attention
     for class_rate, pieces in local:
         service = 0.0
         for size, start in pieces:
             tokens = seen + size
-            memory = fixed + (experts * (1.0 - miss ** tokens) if experts else 0.0) + (context + start) * kv
-            compute = tokens * linear + (context + size * (start + size / 2)) * attention
-            mixed = (memory if memory > compute else compute) + costs.comm_fixed_s + tokens * comm
+            memory = base_memory + start * kv
+            if experts:
+                memory += experts * (1.0 - miss ** tokens)
+            compute = tokens * linear + base_compute + size * (start + size / 2) * attention
+            mixed = ((memory + loss * compute if memory > compute else compute + loss * memory)
+                     + comm_fixed + tokens * comm)
             service += mixed
             if mixed > max_step:
                 max_step = mixed

@@ -5,7 +5,8 @@ context) plus, in colocated serving, one prefill chunk; its time is the larger o
 tensor-parallel all-reduces, which do not overlap with either in vLLM's decode path.
 
 The KV transfer is built from the fabric up: each TP rank moves its slice over its own GPU's share of the EFA
-interfaces, at most at their line rate, times the NIXL path's measured efficiency.
+interfaces, at most at their line rate times the NIXL path's measured efficiency, and at most at the interfaces'
+message rate times the message size (one connector block of one layer).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class StepCosts:
     attention_s_per_pair: float  # attention FLOPs of one (query token, cached token) pair
     comm_fixed_s: float  # latency of a step's all-reduces
     comm_s_per_token: float  # bandwidth part of a step's all-reduces, per token in the step
+    overlap_loss: float = 0.0  # share of the shorter of HBM traffic and compute that does not hide under the longer
+    step_fixed_s: float = 0.0  # per-step cost outside the GPU kernels (scheduling, sampling, launch)
 
 
 def step_costs(*, model: ModelSpec, instance: InstanceSpec, tensor_parallel: int,
@@ -80,8 +83,10 @@ def step_costs(*, model: ModelSpec, instance: InstanceSpec, tensor_parallel: int
         kv_read_s_per_token=model.kv_bytes_per_token_per_rank(tp) / hbm,
         linear_s_per_token=2 * model.active_parameters / linear_flops,
         attention_s_per_pair=4 * model.layers * model.attention_width / flops,
-        comm_fixed_s=allreduces * latency,
+        comm_fixed_s=allreduces * latency + calibration.step_overhead_s,
         comm_s_per_token=allreduces * (per_token - latency),
+        overlap_loss=calibration.overlap_loss,
+        step_fixed_s=calibration.step_overhead_s,
     )
 
 
@@ -96,7 +101,12 @@ def step_seconds(costs: StepCosts, *, batch: float, context: float, chunk: float
               + (context + chunk_context) * costs.kv_read_s_per_token)
     compute = (tokens * costs.linear_s_per_token
                + (context + chunk * (chunk_context + chunk / 2)) * costs.attention_s_per_pair)
-    return max(memory, compute) + costs.comm_fixed_s + tokens * costs.comm_s_per_token
+    return _overlapped(memory, compute, costs.overlap_loss) + costs.comm_fixed_s + tokens * costs.comm_s_per_token
+
+
+def _overlapped(memory: float, compute: float, loss: float) -> float:
+    """Kernels overlap HBM traffic and math imperfectly: the longer of the two plus ``loss`` of the shorter."""
+    return memory + loss * compute if memory > compute else compute + loss * memory
 
 
 def chunks(tokens: int, chunk_tokens: int, cached: int = 0) -> tuple[tuple[int, int], ...]:
@@ -124,16 +134,46 @@ def rank_line_rate(instance: InstanceSpec) -> float:
     return instance.efa_bandwidth_gbps * 1e9 / 8 / instance.gpu_count
 
 
-def efa_bytes_per_s(*, instance: InstanceSpec, tensor_parallel: int, calibration: Calibration) -> float:
-    """Effective KV bandwidth of one role's replica: each of its TP ranks drives its own GPU's interfaces."""
-    return rank_line_rate(instance) * min(tensor_parallel, instance.gpu_count) * calibration.transfer_efficiency
+def rdma_rank_bytes_per_s(*, instance: InstanceSpec, message_bytes: float, calibration: Calibration,
+                          efficiency: float | None = None) -> float:
+    """What one GPU's share of the EFA interfaces moves in messages of ``message_bytes``: the smaller of the line
+    rate times the path's large-message efficiency and the interfaces' message rate times the message size.
+
+    Each RDMA write costs the interface a fixed time whatever its size, so small messages are bound by the message
+    rate (``efa_messages_per_s_per_interface``) and large ones by bandwidth; the knee sits where both are equal.
+    """
+    line = rank_line_rate(instance)
+    if line <= 0:
+        return 0.0
+    share = instance.efa_interfaces / instance.gpu_count if instance.gpu_count else 0.0
+    bound = line * (calibration.transfer_efficiency if efficiency is None else efficiency)
+    return min(bound, message_bytes * calibration.efa_messages_per_s_per_interface * share)
+
+
+def kv_message_bytes(*, model: ModelSpec, tensor_parallel: int, calibration: Calibration) -> float:
+    """One RDMA write of the KV path: one connector block of one layer on one rank (the paged KV cache and
+    LMCache's layer-wise chunks are laid out per layer, so a block's layers are separate regions)."""
+    return calibration.connector_block_tokens * model.kv_bytes_per_token_per_rank(tensor_parallel) / model.layers
+
+
+def efa_bytes_per_s(*, instance: InstanceSpec, tensor_parallel: int, calibration: Calibration,
+                    model: ModelSpec | None = None) -> float:
+    """Effective KV bandwidth of one role's replica: each of its TP ranks drives its own GPU's interfaces, in the
+    messages ``model``'s KV blocks make (large messages when no model is given)."""
+    message = math.inf if model is None else kv_message_bytes(model=model, tensor_parallel=tensor_parallel,
+                                                               calibration=calibration)
+    rate = (rank_line_rate(instance) * calibration.transfer_efficiency if math.isinf(message) else
+            rdma_rank_bytes_per_s(instance=instance, message_bytes=message, calibration=calibration))
+    return rate * min(tensor_parallel, instance.gpu_count)
 
 
 def kv_transfer_seconds(*, model: ModelSpec, instance: InstanceSpec, tensor_parallel: int, tokens: float,
                         calibration: Calibration) -> float:
     """Bulk move of a prompt's KV from prefiller to decoder: the ranks send their slices in parallel, each at its
-    GPU's line rate times the path efficiency. Never faster than the line rate (efficiency <= 1)."""
-    rate = rank_line_rate(instance) * calibration.transfer_efficiency
+    GPU's share of EFA in the connector's message size. Never faster than the line rate (efficiency <= 1)."""
+    rate = rdma_rank_bytes_per_s(instance=instance, calibration=calibration,
+                                 message_bytes=kv_message_bytes(model=model, tensor_parallel=tensor_parallel,
+                                                                calibration=calibration))
     if rate <= 0:
         return math.inf
     return tokens * model.kv_bytes_per_token_per_rank(tensor_parallel) / rate

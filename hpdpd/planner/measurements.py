@@ -21,18 +21,22 @@ Sources:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.catalogue.models import MODELS
-from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION, DYNAMO_NIXL, Calibration
-from hyperpod_dpd.planner.formulas import efa_bytes_per_s, rank_line_rate
+from hyperpod_dpd.planner import published
+from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION, DYNAMO_NIXL, MOONCAKE_EFA, Calibration
+from hyperpod_dpd.planner.formulas import efa_bytes_per_s, rank_line_rate, rdma_rank_bytes_per_s
 from hyperpod_dpd.planner.serving import Colocated, Disaggregated, Point
 from hyperpod_dpd.planner.workload import LengthDistribution, Workload
 
 P5 = instance("ml.p5.48xlarge")
 P5EN = instance("ml.p5en.48xlarge")
+P5E = instance("ml.p5e.48xlarge")  # H200, as in TensorRT-LLM's DGX H200 rows
+_GPU_NODES = {"H100": P5, "H200": P5E, "B200": instance("ml.p6-b200.48xlarge")}
+OFFLINE_IN_FLIGHT = 2048  # requests the offline runs keep in flight; the KV cache binds first on every row [?]
 UNLOADED = 1e-6  # requests per second: an idle system (unqueued TTFT)
 
 
@@ -45,6 +49,8 @@ class Measurement:
     unit: str  # "ms", "tok/s", "Gbit/s", "%" (relative changes: the error is in percentage points)
     role: str  # "calibration" or "held-out"
     fits: str = ""  # the calibration constant this row fixed
+    gpu: str = ""  # "H100", "H200", ... (the bucket the held-out bounds are kept per)
+    metric: str = ""  # "ttft", "tpot", "throughput", "bandwidth" or "change"
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,42 @@ def _nim(inputs: int, outputs: int, users: int, calibration: Calibration) -> Poi
                         concurrency=(users,))
     return Colocated(model=model, instance=P5, tensor_parallel=2, nodes=1, workload=workload,
                      calibration=calibration).at_concurrency(users)
+
+
+@cache
+def _offline(row: published.Offline, calibration: Calibration) -> float:
+    model = MODELS[row.model].with_precision(weights=row.weights, kv="fp8")
+    workload = Workload(inputs=LengthDistribution.fixed(row.isl), outputs=LengthDistribution.fixed(row.osl),
+                        concurrency=(OFFLINE_IN_FLIGHT,), offline=True)
+    engine = calibration.with_overrides(max_num_seqs=OFFLINE_IN_FLIGHT)
+    point = Colocated(model=model, instance=_GPU_NODES[row.gpu], tensor_parallel=row.tp, nodes=1,
+                      workload=workload, calibration=engine).at_concurrency(OFFLINE_IN_FLIGHT)
+    return point.output_tokens_per_s
+
+
+def _rdma(row: published.Rdma, calibration: Calibration) -> float:
+    node = instance(row.instance)
+    mooncake = calibration.with_overrides(**MOONCAKE_EFA)
+    return rdma_rank_bytes_per_s(instance=node, message_bytes=row.block, calibration=mooncake) * node.gpu_count / 1e9
+
+
+def _offline_rows() -> tuple[tuple[Measurement, Callable[[Calibration], float]], ...]:
+    out = []
+    for r in published.OFFLINE:
+        key = f"trtllm-{r.model.lower()}-{r.gpu.lower()}-tp{r.tp}-{r.isl}-{r.osl}"
+        fits = "overlap_loss" if r.role == "calibration" else ""
+        out.append((Measurement(key, f"{published.TRTLLM} {r.gpu} TP{r.tp} {r.model} {r.weights.upper()}",
+                                f"ISL {r.isl} / OSL {r.osl} offline output throughput", r.tokens_per_s, "tok/s",
+                                r.role, fits, gpu=r.gpu, metric="throughput"),
+                    lambda c, r=r: _offline(r, c)))
+    for link in published.RDMA:
+        node = instance(link.instance)
+        gpu = node.gpu.model if node.gpu else ""
+        out.append((Measurement(f"mooncake-{link.instance.split('.')[1]}-{link.block // 1024}k", published.MOONCAKE,
+                                f"{link.instance} GPU-to-GPU write, {link.block // 1024} KiB blocks",
+                                link.gbytes_per_s, "GB/s", link.role, link.fits, gpu=gpu, metric="bandwidth"),
+                    lambda c, link=link: _rdma(link, c)))
+    return tuple(out)
 
 
 def _gain(isl: int, metric: str, calibration: Calibration) -> float:
@@ -135,9 +177,25 @@ _TABLE: tuple[tuple[Measurement, Callable[[Calibration], float]], ...] = (
 )
 
 
+def _bucket(m: Measurement) -> Measurement:
+    """The GPU and metric of the Dynamo and NIM rows (both on H100), from their unit and key."""
+    if m.metric:
+        return m
+    if m.key.startswith("nixlbench"):
+        return replace(m, metric="bandwidth")
+    metric = {"%": "change", "Gbit/s": "bandwidth", "tok/s": "throughput"}.get(m.unit)
+    if metric is None:
+        metric = "ttft" if ("ttft" in m.key or "p95" in m.key) else "tpot"
+    return replace(m, gpu="H200" if "p5en" in m.key or "p5en" in m.source else "H100", metric=metric)
+
+
+_ALL: tuple[tuple[Measurement, Callable[[Calibration], float]], ...] = (
+    *((_bucket(m), f) for m, f in _TABLE), *_offline_rows())
+
+
 @cache
 def _rows(calibration: Calibration) -> tuple[Row, ...]:
-    return tuple(Row(m, predict(calibration)) for m, predict in _TABLE)
+    return tuple(Row(m, predict(calibration)) for m, predict in _ALL)
 
 
 def rows(calibration: Calibration = DEFAULT_CALIBRATION) -> tuple[Row, ...]:
@@ -146,4 +204,16 @@ def rows(calibration: Calibration = DEFAULT_CALIBRATION) -> tuple[Row, ...]:
 
 
 def measurements() -> tuple[Measurement, ...]:
-    return tuple(m for m, _ in _TABLE)
+    return tuple(m for m, _ in _ALL)
+
+
+_BY_KEY = {m.key: (m, f) for m, f in _ALL}
+
+
+def predict(key: str, calibration: Calibration = DEFAULT_CALIBRATION) -> float:
+    """The planner's prediction for one measurement (the fit in ``fit.py`` evaluates one row at a time)."""
+    return _BY_KEY[key][1](calibration)
+
+
+def published_value(key: str) -> float:
+    return _BY_KEY[key][0].published

@@ -65,6 +65,22 @@ def tensor_parallel_size(*, model: ModelSpec, instance: InstanceSpec, calibratio
     return Decision(tp, tuple(reasons))
 
 
+def given_tensor_parallel(*, model: ModelSpec, instance: InstanceSpec, tp: int, role: str, utilization: float,
+                          calibration: Calibration) -> None:
+    """A tensor parallelism asked for a role must split the attention heads and hold the weights (vLLM refuses
+    both at start-up); one node holds GPUs / TP replicas."""
+    sizes = valid_tensor_parallel_sizes(model, instance)
+    if tp not in sizes:
+        raise PlanError(f"{role} tensor parallelism {tp} is not possible for {model.key} on {instance.name}: it must "
+                        f"be a power of two up to {instance.gpu_count} GPUs that divides {model.attention_heads} "
+                        f"attention heads ({', '.join(map(str, sizes))})")
+    if free_bytes_per_gpu(model=model, instance=instance, tensor_parallel=tp, utilization=utilization,
+                          calibration=calibration) <= 0:
+        raise PlanError(f"{role} tensor parallelism {tp}: {model.weight_bytes / tp / GIB:.1f} GiB of "
+                        f"{model.weight_dtype.upper()} weights per GPU leave no KV room on {instance.name} at "
+                        f"--gpu-memory-utilization {utilization}; use a larger TP")
+
+
 def max_model_len(*, model: ModelSpec, peak_tokens: int, given: int | None = None) -> Decision:
     """The deployed ``--max-model-len`` when given (it must admit the longest request), else a recommendation: the
     longest request rounded up to a power of two, within the model's context."""

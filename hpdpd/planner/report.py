@@ -46,7 +46,8 @@ def prediction_dict(plan: Plan, prediction: Prediction) -> dict[str, Any]:
         out["request_rate_per_s"] = prediction.load
         out["concurrency"] = None
     for mode, point in (("colocated", prediction.colocated), ("disaggregated", prediction.disaggregated)):
-        out[mode] = point_dict(point, plan.slo)
+        if plan.mode in ("both", mode):
+            out[mode] = point_dict(point, plan.slo)
     return out
 
 
@@ -71,11 +72,22 @@ def _cost(plan: Plan) -> dict[str, Any] | None:
             "price_confidence": cost.price.confidence, **layouts}
 
 
+def _trade(plan: Plan) -> dict[str, Any] | None:
+    """The open latency that kept DPD from being called a win (verdict.py), or None."""
+    t = plan.verdict.trade
+    if t is None:
+        return None
+    key = "concurrency" if plan.workload.closed_loop else "request_rate_per_s"
+    return {"metric": f"{t.metric}_{t.quantile}_ms", key: int(t.load) if plan.workload.closed_loop else t.load, "colocated": round(t.colocated_s * 1e3, 1),
+            "disaggregated": round(t.disaggregated_s * 1e3, 1), "change": round(t.change, 4)}
+
+
 def plan_dict(plan: Plan) -> dict[str, Any]:
     r = plan.recommendation
     slo = plan.slo
     return {
         "model": plan.model.name,
+        "mode": plan.mode,
         "instance_type": plan.instance.name,
         "precision": {"weights": plan.model.weight_dtype, "kv_cache": plan.model.kv_dtype},
         "workload": {
@@ -84,11 +96,17 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             "mean_input_tokens": round(plan.workload.inputs.mean, 1),
             "mean_output_tokens": round(plan.workload.outputs.mean, 1),
             "prefix_hit_rate": plan.workload.prefix_hit_rate,
+            "offline": plan.workload.offline,
         },
         "layout": {"prefill_nodes": plan.layout.prefill_nodes, "decode_nodes": plan.layout.decode_nodes,
                    "baseline_nodes": plan.layout.baseline_nodes,
                    "colocated_tensor_parallel_size": plan.layout.colocated_tp,
-                   "colocated_replicas": plan.layout.colocated_replicas},
+                   "colocated_replicas": plan.layout.colocated_replicas,
+                   "prefill_tensor_parallel_size": plan.layout.prefill_tp,
+                   "decode_tensor_parallel_size": plan.layout.decode_tp,
+                   "prefill_replicas_per_node": plan.layout.prefill_per_node,
+                   "decode_replicas_per_node": plan.layout.decode_per_node,
+                   "what_if": list(plan.layout.what_if)},
         "kv_bytes_per_token": plan.kv_bytes_per_token,
         "kv_bytes_per_token_per_rank": plan.model.kv_bytes_per_token_per_rank(r.tensor_parallel_size),
         "kv_transfer_ms": round(plan.kv_transfer_s * 1e3, 3),
@@ -101,6 +119,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
                 "attainment_target": plan.calibration.slo_attainment_target},
         "recommendation": {
             "prefill_replicas": r.prefill_replicas,
+            "sized_prefill_replicas": r.sized_prefill_replicas,
             "decode_replicas": r.decode_replicas,
             "routing_threshold": r.routing_threshold,
             "pd_buffer_size_bytes": r.pd_buffer_size_bytes,
@@ -119,6 +138,30 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
                             "disaggregated": _operating(plan.operating[1], plan.workload.closed_loop)},
         "cost": _cost(plan),
         "verdict": {"decision": plan.verdict.decision, "pays_off": plan.verdict.pays_off,
-                    "reasons": list(plan.verdict.reasons)},
+                    "goodput_gain_per_node": None if plan.verdict.gain is None else round(plan.verdict.gain, 4),
+                    "latency_trade": _trade(plan), "reasons": list(plan.verdict.reasons)},
         "warnings": list(plan.warnings),
     }
+
+
+def one_mode_table(plan: Plan) -> tuple[str, tuple[str, ...], list[tuple[Any, ...]]]:
+    """Title line, headers and rows of one mode's predictions (``hpdpd plan --mode colocated|disaggregated``)."""
+    data = plan_dict(plan)
+    mode, layout = plan.mode, plan.layout
+    shape = (f"{layout.baseline_nodes} node(s), {layout.colocated_replicas} x TP{layout.colocated_tp}"
+             if mode == "colocated" else
+             f"{layout.prefill_nodes} prefill node(s) of {layout.prefill_per_node} x TP{layout.prefill_tp} + "
+             f"{layout.decode_nodes} decode node(s) of {layout.decode_per_node} x TP{layout.decode_tp}")
+    title = (f"{plan.model.name} on {plan.instance.name}, {mode}: {shape}; prompts "
+             f"{data['workload']['input_tokens']}, outputs {data['workload']['output_tokens']} tokens")
+    load = "offline in flight" if plan.workload.offline else plan.load_name
+    rows = []
+    for prediction in data["predictions"]:
+        point = prediction[mode]
+        label = prediction["concurrency"] if plan.workload.closed_loop else prediction["request_rate_per_s"]
+        rows.append((label, *("saturated" if point[k] is None else f"{point[k]:,.1f}" for k in (
+            "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p50_ms")),
+            f"{point['output_tokens_per_s']:,.0f}", f"{point['goodput_per_s']:.2f} ({point['slo_attainment']:.0%})"))
+    headers = (load, "TTFT P50 ms", "TTFT P99 ms", "TPOT P50 ms", "TPOT P99 ms", "E2E P50 ms", "output tok/s",
+               "goodput req/s")
+    return title, headers, rows

@@ -195,8 +195,16 @@ def _local_classes(workload: Workload, calibration: Calibration,
 
 
 def _boundary(engine: Engine) -> float:
-    """Mean wait for the step in flight to end before a new prompt or KV joins (none when the engine idles)."""
-    return 0.5 * engine.tpot * min(1.0, engine.batch)
+    """Mean wait for the step in flight to end before a new prompt or KV joins (none when the engine idles).
+
+    An arrival lands in a step with probability proportional to its length, so it waits the step's mean residual
+    E[S^2] / 2E[S], not half a mean step (renewal theory; Kleinrock, *Queueing Systems* vol. 1, section 5.2). Steps
+    are bare decode steps of ``step`` plus, at ``stalls.rate`` per second, steps lengthened by a stall x: per second
+    of engine time E[S^2] / E[S] = step + rate (step E[x] + E[x^2]).
+    """
+    stalls = engine.stalls
+    length_biased = engine.step + stalls.rate * (engine.step * stalls.mean_s + stalls.second_s2)
+    return 0.5 * length_biased * min(1.0, engine.batch)
 
 
 class Colocated(_System):
@@ -210,6 +218,7 @@ class Colocated(_System):
         self.kv_slots = kv_capacity_tokens(model=model, instance=instance, tensor_parallel=tensor_parallel,
                                            utilization=calibration.colocated_memory_utilization,
                                            calibration=calibration)
+        self.slots = _scheduler_slots(self.kv_slots, workload, calibration)
         self.weights = tuple(p for _, p in workload.inputs.points)
         self.classes = _local_classes(workload, calibration, workload.inputs.points)
         self.decode_context = workload.decode_context
@@ -220,7 +229,7 @@ class Colocated(_System):
         share = rate / self.nodes
         engine = decode_engine(self.costs, rate=share, local=tuple((share * p, c) for p, c in self.classes),
                                decode_context=self.decode_context, steps_per_request=self.mean_output - 1,
-                               kv_slots=self.kv_slots)
+                               kv_slots=self.slots)
         if engine is None:
             return None
         boundary = _boundary(engine)
@@ -237,22 +246,31 @@ class Disaggregated(_System):
 
     def __init__(self, *, model: ModelSpec, instance: InstanceSpec, tensor_parallel: int, prefill: int,
                  decode: int, threshold: int, workload: Workload, calibration: Calibration,
-                 pd_buffer_bytes: float):
+                 pd_buffer_bytes: float, prefill_tensor_parallel: int | None = None):
+        """``tensor_parallel`` is the decoders'; prefillers use ``prefill_tensor_parallel`` (default the same).
+        ``prefill`` and ``decode`` count replicas (a node holds GPUs / TP of them)."""
         self.prefill, self.decode = prefill, decode
+        prefill_tp = prefill_tensor_parallel or tensor_parallel
         self.costs = step_costs(model=model, instance=instance, tensor_parallel=tensor_parallel,
                                 calibration=calibration)
+        prefill_costs = (self.costs if prefill_tp == tensor_parallel else
+                         step_costs(model=model, instance=instance, tensor_parallel=prefill_tp,
+                                    calibration=calibration))
+        # the KV moves rank to rank: the side with fewer ranks drives fewer interfaces and holds bigger slices
+        link_tp = min(prefill_tp, tensor_parallel)
         self.kv_slots = kv_capacity_tokens(model=model, instance=instance, tensor_parallel=tensor_parallel,
                                            utilization=calibration.dpd_memory_utilization,
                                            calibration=calibration, reserved_bytes=pd_buffer_bytes)
+        self.slots = _scheduler_slots(self.kv_slots, workload, calibration)
         hit = workload.prefix_hit_rate
         remote = tuple((n, p) for n, p in workload.inputs.points if n >= threshold)
         self.remote_share = sum(p for _, p in remote)
         self.fixed_s = calibration.transfer_fixed_s
         rows = []
         for n, p in remote:
-            service = prefill_seconds(self.costs, tokens=n, chunk_tokens=calibration.chunk_tokens,
+            service = prefill_seconds(prefill_costs, tokens=n, chunk_tokens=calibration.chunk_tokens,
                                       cached=cached_tokens(n, hit))
-            bulk = kv_transfer_seconds(model=model, instance=instance, tensor_parallel=tensor_parallel, tokens=n,
+            bulk = kv_transfer_seconds(model=model, instance=instance, tensor_parallel=link_tp, tokens=n,
                                        calibration=calibration)
             exposed = exposed_transfer_seconds(bulk_s=bulk, prefill_s=service, layers=model.layers,
                                                layerwise=calibration.transfer_layerwise)
@@ -285,7 +303,7 @@ class Disaggregated(_System):
         joins = Joins(rate=share * self.remote_share, busy=share * self.join_busy, second=share * self.join_second)
         engine = decode_engine(self.costs, rate=share, local=tuple((share * p, c) for p, c in self.local),
                                decode_context=self.decode_context, steps_per_request=self.mean_output - 1,
-                               kv_slots=self.kv_slots, joins=joins)
+                               kv_slots=self.slots, joins=joins)
         if engine is None:
             return None
         buffer_wait = self._buffer_wait(share * self.remote_share, engine.tpot)
@@ -317,6 +335,12 @@ class Disaggregated(_System):
         if offered < 0.5 * slots:
             return 0.0
         return _erlang_c(slots, offered) * hold / (slots - offered)
+
+
+def _scheduler_slots(kv_slots: float, workload: Workload, calibration: Calibration) -> float:
+    """KV tokens the scheduler may fill: the cache, or ``max_num_seqs`` running requests of the mean decode context
+    if fewer (vLLM admits no more than max_num_seqs at once; the rest wait in its queue)."""
+    return min(kv_slots, calibration.max_num_seqs * workload.decode_context)
 
 
 def _erlang_c(servers: int, offered: float) -> float:

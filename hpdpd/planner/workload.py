@@ -147,6 +147,7 @@ class Workload:
     concurrency: tuple[int, ...] = ()
     request_rates: tuple[float, ...] = ()
     prefix_hit_rate: float = 0.0  # share of prompt tokens served from the prefix cache
+    offline: bool = False  # maximum-throughput run: the closed loop keeps ``concurrency`` requests in flight
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.prefix_hit_rate < 1.0:
@@ -155,6 +156,8 @@ class Workload:
             raise ValueError("give either concurrency levels or request rates")
         if min(t for t, _ in self.outputs.points) < 2:
             raise ValueError("output lengths must be at least 2 tokens: TPOT is the time between output tokens")
+        if self.offline and len(self.concurrency) != 1:
+            raise ValueError("an offline run holds one number of requests in flight")
         if any(c < 1 for c in self.concurrency):
             raise ValueError("concurrency must be at least 1")
         if any(r <= 0 for r in self.request_rates):

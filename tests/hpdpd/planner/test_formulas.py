@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, instance
 from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION as CAL
+from hyperpod_dpd.planner.calibration import MOONCAKE_EFA
 from hyperpod_dpd.planner.formulas import (
     allreduce_seconds,
     cached_tokens,
@@ -20,11 +21,13 @@ from hyperpod_dpd.planner.formulas import (
     free_bytes_per_gpu,
     join_seconds,
     kv_capacity_tokens,
+    kv_message_bytes,
     kv_transfer_seconds,
     next_power_of_two,
     prefill_flops,
     prefill_seconds,
     rank_line_rate,
+    rdma_rank_bytes_per_s,
     step_costs,
     step_seconds,
     valid_tensor_parallel_sizes,
@@ -35,6 +38,12 @@ P5 = instance("ml.p5.48xlarge")
 H100_FLOPS = 989.4e12
 H100_HBM = 3350e9
 GIB = 1024**3
+HBM = H100_HBM * CAL.hbm_efficiency  # the calibrated share of the datasheet bandwidth
+LOSS = CAL.overlap_loss  # the share of the shorter of HBM time and compute that does not overlap the longer
+
+
+def _linear_s(tokens: float, tp: int = 8, efficiency: float = CAL.prefill_efficiency) -> float:
+    return tokens * 2 * 70_553_706_496 / (tp * H100_FLOPS * efficiency)
 
 
 def test_prefill_flops_are_matmuls_plus_causal_attention() -> None:
@@ -58,11 +67,12 @@ def test_allreduce_is_free_without_tensor_parallelism_and_a_ring_with_it() -> No
 def test_decode_step_of_one_token_is_the_weight_read_plus_allreduce_latency() -> None:
     # GIVEN Llama-3.3-70B at TP=8 on p5 decoding one token with no cached context
     costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
-    # THEN the step reads 1/8 of the BF16 weights at 77% of 3.35 TB/s, then runs 160 all-reduces of one token
-    weights = 70_553_706_496 * 2 / 8 / (H100_HBM * 0.61)
+    # THEN the step reads 1/8 of the BF16 weights at the calibrated share of 3.35 TB/s, the token's matmuls add the
+    # part that does not overlap, then 160 all-reduces of one token run
+    weights = 70_553_706_496 * 2 / 8 / HBM
     allreduces = 160 * (10e-6 + 8192 * 2 * 1.75 / (450e9 * 0.8))
-    assert step_seconds(costs, batch=1, context=0) == pytest.approx(weights + allreduces)
-    assert weights == pytest.approx(8.6315e-3, rel=1e-4)
+    assert step_seconds(costs, batch=1, context=0) == pytest.approx(weights + LOSS * _linear_s(1) + allreduces)
+    assert weights == pytest.approx(70_553_706_496 * 2 / 8 / (3350e9 * 0.613), rel=1e-3)
 
 
 def test_decode_step_reads_every_cached_token_once() -> None:
@@ -71,20 +81,24 @@ def test_decode_step_reads_every_cached_token_once() -> None:
     context = 16 * 8448
     step = step_seconds(costs, batch=16, context=context)
     # THEN the KV part is 40,960 bytes per token per GPU at the calibrated bandwidth
-    kv = context * 40960 / (H100_HBM * 0.61)
-    weights = 70_553_706_496 * 2 / 8 / (H100_HBM * 0.61)
+    kv = context * 40960 / HBM
+    weights = 70_553_706_496 * 2 / 8 / HBM
     allreduces = 160 * (10e-6 + 16 * 8192 * 2 * 1.75 / (450e9 * 0.8))
-    assert step == pytest.approx(weights + kv + allreduces)
+    compute = _linear_s(16) + context * costs.attention_s_per_pair
+    assert step == pytest.approx(weights + kv + LOSS * compute + allreduces)
 
 
 def test_a_full_prefill_chunk_is_compute_bound() -> None:
     # GIVEN an 8,192-token chunk on an idle 70B replica
     costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
-    # THEN its time is its FLOPs at 85% of 8 x 989.4 TFLOP/s, plus 160 all-reduces of 8,192 tokens
-    compute = prefill_flops(LLAMA_70B, 8192) / (8 * H100_FLOPS * 0.85)
+    # THEN its time is its FLOPs at the calibrated share of 8 x 989.4 TFLOP/s, the weight read's part that does not
+    # overlap, plus 160 all-reduces of 8,192 tokens
+    compute = prefill_flops(LLAMA_70B, 8192) / (8 * H100_FLOPS * CAL.prefill_efficiency)
+    weights = 70_553_706_496 * 2 / 8 / HBM
     allreduces = 160 * (10e-6 + 8192 * 8192 * 2 * 1.75 / (450e9 * 0.8))
-    assert prefill_seconds(costs, tokens=8192, chunk_tokens=8192) == pytest.approx(compute + allreduces)
-    assert compute + allreduces == pytest.approx(0.2909, rel=1e-3)
+    assert compute > weights
+    assert prefill_seconds(costs, tokens=8192, chunk_tokens=8192) == pytest.approx(
+        compute + LOSS * weights + allreduces)
 
 
 def test_fp8_weights_halve_the_weight_read_and_run_the_gemms_at_the_fp8_rate() -> None:
@@ -92,9 +106,11 @@ def test_fp8_weights_halve_the_weight_read_and_run_the_gemms_at_the_fp8_rate() -
     fp8 = LLAMA_70B.with_precision(weights="fp8")
     bf16_costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
     fp8_costs = step_costs(model=fp8, instance=P5, tensor_parallel=8, calibration=CAL)
-    # THEN the decode step reads half the bytes, and a token's matmuls run at 2 x 989.4 TFLOP/s x 0.54 per GPU
+    # THEN the decode step reads half the bytes, and a token's matmuls run at 2 x 989.4 TFLOP/s x the calibrated
+    # low-precision efficiency per GPU
     assert fp8_costs.dense_weights_s == pytest.approx(bf16_costs.dense_weights_s / 2)
-    assert fp8_costs.linear_s_per_token == pytest.approx(2 * 70_553_706_496 / (8 * 2 * H100_FLOPS * 0.54))
+    assert fp8_costs.linear_s_per_token == pytest.approx(
+        2 * 70_553_706_496 / (8 * 2 * H100_FLOPS * CAL.low_precision_efficiency))
     assert fp8_costs.attention_s_per_pair == bf16_costs.attention_s_per_pair
 
 
@@ -119,13 +135,13 @@ def test_moe_decode_reads_only_the_experts_its_tokens_touch() -> None:
     mixtral = MODELS["Mixtral-8x22B"]
     costs = step_costs(model=mixtral, instance=P5, tensor_parallel=8, calibration=CAL)
     # THEN one token reads the shared weights plus 1 - (6/8)^1 = 25% of the experts; many tokens read them all
-    shared = (mixtral.weight_bytes - mixtral.expert_parameters * 2) / 8 / (H100_HBM * 0.61)
-    experts = mixtral.expert_parameters * 2 / 8 / (H100_HBM * 0.61)
+    shared = (mixtral.weight_bytes - mixtral.expert_parameters * 2) / 8 / HBM
+    experts = mixtral.expert_parameters * 2 / 8 / HBM
     assert costs.dense_weights_s == pytest.approx(shared)
     assert costs.expert_weights_s == pytest.approx(experts)
     assert costs.expert_miss == pytest.approx(0.75)
     one = step_seconds(costs, batch=1, context=0) - costs.comm_fixed_s - costs.comm_s_per_token
-    assert one == pytest.approx(shared + 0.25 * experts)
+    assert one == pytest.approx(shared + 0.25 * experts + LOSS * costs.linear_s_per_token)
 
 
 def test_each_rank_drives_its_own_gpus_share_of_the_efa_interfaces() -> None:
@@ -161,11 +177,38 @@ def test_no_transfer_beats_the_line_rate(name: str) -> None:
 def test_fp8_kv_halves_the_bytes_and_the_transfer() -> None:
     fp8 = LLAMA_70B.with_precision(kv="fp8")
     assert fp8.kv_bytes_per_token == LLAMA_70B.kv_bytes_per_token // 2 == 163_840
+    # THEN the transfer halves as well: its 64 KiB messages (256 tokens x 20,480 B / 80 layers) still reach the
+    # bandwidth bound on p5's 4 interfaces per GPU (65,536 x 162,100 x 4 = 42.5 GB/s)
+    assert kv_message_bytes(model=fp8, tensor_parallel=8, calibration=CAL) == 65_536
     assert kv_transfer_seconds(model=fp8, instance=P5, tensor_parallel=8, tokens=8000, calibration=CAL) == (
         pytest.approx(kv_transfer_seconds(model=LLAMA_70B, instance=P5, tensor_parallel=8, tokens=8000,
-                                          calibration=CAL) / 2))
+                                          calibration=CAL) / 2, rel=1e-3))
     # AND NVFP4 stores 4.5 bits per element
     assert LLAMA_70B.with_precision(kv="fp4").kv_bytes_per_token == 92_160
+
+
+def test_small_rdma_messages_are_bound_by_the_interfaces_message_rate() -> None:
+    # GIVEN Mooncake's EFA transport constants (p5en: 16 interfaces, 2 per GPU)
+    p5en = instance("ml.p5en.48xlarge")
+    mooncake = CAL.with_overrides(**MOONCAKE_EFA)
+
+    def node_gbytes(block: int) -> float:
+        return rdma_rank_bytes_per_s(instance=p5en, message_bytes=block, calibration=mooncake) * 8 / 1e9
+
+    # THEN 64 KiB blocks move the measured 97.11 GB/s per node, 2 MiB blocks the measured 366.87 GB/s, and the
+    # rate never falls as blocks grow nor passes the line rate
+    assert node_gbytes(65_536) == pytest.approx(97.11, rel=1e-6)
+    assert node_gbytes(2 << 20) == pytest.approx(366.87, rel=1e-6)
+    sizes = [1 << k for k in range(12, 25)]
+    rates = [node_gbytes(size) for size in sizes]
+    assert rates == sorted(rates) and max(rates) <= 400.0
+    # AND vLLM-sized 16-token blocks of a TP8 70B (8 KiB per layer and rank, 5.3 GB/s at 162,100 messages per
+    # second on 4 interfaces) move 8 x slower than LMCache's 256-token chunks (128 KiB, at the 42.5 GB/s bound)
+    small = kv_transfer_seconds(model=LLAMA_70B, instance=P5, tensor_parallel=8, tokens=8000,
+                                calibration=CAL.with_overrides(connector_block_tokens=16))
+    assert small == pytest.approx(kv_transfer_seconds(model=LLAMA_70B, instance=P5, tensor_parallel=8, tokens=8000,
+                                                      calibration=CAL) * 42.5e9 / (8192 * 162_100 * 4),
+                                 rel=1e-3)
 
 
 def test_a_layer_wise_transfer_exposes_only_its_tail() -> None:
@@ -182,9 +225,10 @@ def test_a_join_costs_the_decoder_hbm_traffic_and_connector_work() -> None:
     # GIVEN 8,192 tokens landing on a TP=8 p5 decoder through LMCache (one PD-buffer copy, 256-token chunks)
     costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
     join = join_seconds(costs, tokens=8192, calibration=CAL)
-    # THEN it writes, reads and writes each byte once (3 x 8192 x 40,960 B at 0.61 x 3.35 TB/s) plus 32 chunks
-    hbm = 3 * 8192 * 40960 / (H100_HBM * 0.61)
-    assert join == pytest.approx(hbm + 32 * 150e-6)
+    # THEN it writes, reads and writes each byte once (3 x 8192 x 40,960 B at the calibrated HBM bandwidth) plus
+    # the connector's work for 32 chunks
+    hbm = 3 * 8192 * 40960 / HBM
+    assert join == pytest.approx(hbm + 32 * CAL.join_s_per_block)
     assert join < 0.01
 
 

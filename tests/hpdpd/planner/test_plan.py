@@ -26,9 +26,11 @@ def _plan(key: str, inputs: str, outputs: str, loads: tuple[int, ...] = (), rate
 def test_a_small_model_with_short_prompts_stays_colocated() -> None:
     # WHEN an 8B model serves 512-token prompts
     plan = _plan("Llama-3.1-8B", "512", "256", (8, 16, 32))
-    # THEN no prompt reaches the threshold, the prefill node would idle, and colocated serving wins
+    # THEN colocated serving wins: even with every prompt disaggregated (the best threshold), two colocated nodes
+    # serve more per node than one prefill and one decode node
     assert plan.verdict.decision == "stay colocated"
-    assert "no prompt reaches the routing threshold" in plan.verdict.reasons[0]
+    colocated, dpd = plan.operating
+    assert colocated.per_node > dpd.per_node
     assert all(p.colocated.output_tokens_per_s > p.disaggregated.output_tokens_per_s for p in plan.predictions[1:])
     # AND the colocated layout it compares against is the better of TP8 and TP1 replicas: at 32 users on 16 GPUs
     # the lower latency of TP8 serves more requests in the closed loop
@@ -36,11 +38,11 @@ def test_a_small_model_with_short_prompts_stays_colocated() -> None:
 
 
 def test_seventy_b_with_long_prompts_on_p5_pays_off() -> None:
-    # WHEN Llama-3.3-70B serves 8k prompts and 512-token outputs to 32 users on p5
-    plan = _plan("Llama-3.3-70B", "8192", "512", (32,))
+    # WHEN Llama-3.3-70B serves 8k prompts and 512-token outputs to 32 users on p5 within TTFT 2 s, TPOT 20 ms
+    plan = _plan("Llama-3.3-70B", "8192", "512", (32,), slo=Slo(ttft_s=2.0, tpot_s=0.02))
     # THEN DPD pays off: two prefill nodes per decoder, no prefill stall on the decoder, more throughput
-    assert plan.verdict.decision == "DPD pays off"
-    assert any("prefill pool runs 54% busy" in r and "1 would run 93% busy" in r for r in plan.recommendation.reasons)
+    assert plan.verdict.decision == "DPD pays off" and plan.verdict.trade is None
+    assert any("prefill pool runs 52% busy" in r and "1 would run 93% busy" in r for r in plan.recommendation.reasons)
     r = plan.recommendation
     assert (r.prefill_replicas, r.decode_replicas, r.tensor_parallel_size) == (2, 1, 8)
     assert r.routing_threshold == 4096 and r.max_model_len == 16384
@@ -129,7 +131,7 @@ def test_fp8_kv_halves_the_kv_bytes_and_the_transfer() -> None:
     bf16 = _plan("Llama-3.3-70B", "8192", "512", (16,))
     fp8 = _plan("Llama-3.3-70B", "8192", "512", (16,), kv_dtype="fp8")
     assert fp8.kv_bytes_per_token * 2 == bf16.kv_bytes_per_token == 327_680
-    assert fp8.kv_transfer_s == pytest.approx(bf16.kv_transfer_s / 2)
+    assert fp8.kv_transfer_s == pytest.approx(bf16.kv_transfer_s / 2, rel=1e-3)  # 64 KiB messages: at the knee
     # AND FP4 is refused on H100 but planned on B200
     assert _plan("Llama-3.3-70B", "8192", "512", (16,), name="ml.p6-b200.48xlarge",
                  kv_dtype="fp4").kv_bytes_per_token == 92_160

@@ -1,0 +1,81 @@
+"""Published measurements beyond Dynamo and NIM (``measurements.py`` turns each into a planner prediction).
+
+Data only: each record names its source, the setup it was measured on and its role. Sources:
+
+* TRTLLM: NVIDIA TensorRT-LLM, "Performance Overview", throughput table (NVIDIA/TensorRT-LLM
+  docs/source/performance/perf-overview.md @00f37686): ``trtllm-bench throughput``, an offline run with every request
+  queued at once, total output tokens per second; ModelOpt FP8 checkpoints (nvidia/Llama-3.1-8B-Instruct-FP8,
+  nvidia/Llama-3.3-70B-Instruct-FP8; FP8 KV cache assumed, as those checkpoints quantize it), H100 SXM 80GB (DGX
+  H100) and H200 SXM 141GB (DGX H200); nvidia/Llama-3.3-70B-Instruct-FP4 (NVFP4 weights, FP8 KV assumed) on one
+  B200 (DGX B200). The engine is TensorRT-LLM, not vLLM: these rows measure how far the
+  roofline is from a tuned engine on the same GPU.
+* MOONCAKE: Mooncake's EFA transport, "block_size sweep" and p5 table (kvcache-ai/Mooncake
+  docs/source/design/transfer-engine/transport/efa_transport.md @2f45fbe2): ``transfer_engine_bench`` GPU to GPU
+  between two nodes, all 8 GPUs, write, GB/s per node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TRTLLM = "TRTLLM perf-overview @00f37686"
+MOONCAKE = "MOONCAKE efa_transport.md @2f45fbe2"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Offline:
+    """A TensorRT-LLM offline throughput row: one engine of ``tp`` GPUs, FP8 weights and KV."""
+
+    model: str
+    gpu: str  # "H100" or "H200"
+    tp: int
+    isl: int
+    osl: int
+    tokens_per_s: float
+    role: str = "held-out"
+    weights: str = "fp8"  # FP4 (NVFP4) on B200; the KV cache is FP8 throughout
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rdma:
+    """A Mooncake EFA row: node-to-node write bandwidth in ``block`` byte messages."""
+
+    instance: str
+    block: int
+    gbytes_per_s: float
+    role: str = "held-out"
+    fits: str = ""
+
+
+_LENGTHS = ((128, 128), (128, 2048), (128, 4096), (500, 2000), (1000, 1000), (1000, 2000), (2048, 128),
+            (2048, 2048), (5000, 500), (20000, 2000))
+# (model, GPU, TP): total output tokens/s for each (ISL, OSL) above, as the table prints them
+_TABLE = {
+    ("Llama-3.1-8B", "H200", 1): (27911, 26221, 18027, 20770, 17744, 16828, 3538, 12194, 3902, 1804),
+    ("Llama-3.1-8B", "H100", 1): (28312, 22714, 14325, 17660, 15220, 13899, 3450, 9305, 3459, 1351),
+    ("Llama-3.3-70B", "H200", 1): (3803, 4336, 2872, 3666, 2909, 2994, 442, 2003, 566, 283),
+    ("Llama-3.3-70B", "H100", 2): (6378, 6651, 4199, 5222, 4205, 4146, 762, 3082, 898, 437),
+    # nvidia/Llama-3.3-70B-Instruct-FP4 on one B200 (DGX B200): outside the H100/H200 bounds, reported per bucket
+    ("Llama-3.3-70B", "B200", 1): (11147, 9922, 6831, 7762, 7007, 6271, 1339, 4783, 1459, 665),
+}
+# The one offline row that fixes ``overlap_loss``: the largest decode batch of the table (both HBM traffic and
+# compute matter there, so how much of the shorter one hides is visible).
+OVERLAP_ROW = ("Llama-3.1-8B", "H200", 128, 2048)
+
+OFFLINE: tuple[Offline, ...] = tuple(
+    Offline(model=m, gpu=g, tp=tp, isl=isl, osl=osl, tokens_per_s=value, weights="fp4" if g == "B200" else "fp8",
+            role="calibration" if (m, g, isl, osl) == OVERLAP_ROW else "held-out")
+    for (m, g, tp), values in _TABLE.items() for (isl, osl), value in zip(_LENGTHS, values, strict=True))
+
+KIB = 1024
+RDMA: tuple[Rdma, ...] = (
+    Rdma(instance="ml.p5en.48xlarge", block=64 * KIB, gbytes_per_s=97.11, role="calibration",
+         fits="efa_messages_per_s_per_interface (MOONCAKE_EFA)"),
+    Rdma(instance="ml.p5en.48xlarge", block=128 * KIB, gbytes_per_s=190.82),
+    Rdma(instance="ml.p5en.48xlarge", block=256 * KIB, gbytes_per_s=324.90),
+    Rdma(instance="ml.p5en.48xlarge", block=512 * KIB, gbytes_per_s=357.62),
+    Rdma(instance="ml.p5en.48xlarge", block=1024 * KIB, gbytes_per_s=352.59),
+    Rdma(instance="ml.p5en.48xlarge", block=2048 * KIB, gbytes_per_s=366.87, role="calibration",
+         fits="transfer_efficiency (MOONCAKE_EFA)"),
+    Rdma(instance="ml.p5.48xlarge", block=1024 * KIB, gbytes_per_s=388.90),
+)
