@@ -12,6 +12,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from hyperpod_dpd.catalogue.zones import zone_kind
 from hyperpod_dpd.config.network import CreateVpc, ExistingSubnet, ExistingVpc
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import guardrails, source_conditions
@@ -34,8 +35,17 @@ class EfaNetwork(Construct):
     every pod takes a VPC IP. The EFA security group admits traffic only from itself (EFA needs self-referencing
     ingress *and* egress) plus the FSx for Lustre ports, and allows all egress.
 
+    ``gpu_availability_zone`` is a zone name (``us-west-2a``) or an AZ ID (``usw2-az2``). With an ID the created GPU
+    subnet carries ``AvailabilityZoneId`` instead of ``AvailabilityZone`` (AWS::EC2::Subnet takes one or the other:
+    cfn-lint 1.58.0's registry schema, ``dependentExcluded``; both are create-only, so switching between the name and
+    the ID of the same zone replaces the subnet), and its route goes through the NAT gateway of the first zone of
+    ``create.availability_zones``, since which name the ID has is the account's (``hpdpd preflight`` says whether
+    that is the GPU zone).
+
     Attributes: ``vpc``, ``eks_subnets`` (control plane and system nodes), ``gpu_subnet``, ``efa_security_group``,
-    ``checks_role`` (the pipeline's checks role when :func:`hyperpod_dpd.infra.platform.build_network` made one).
+    ``gpu_availability_zone_name`` (the GPU subnet's zone name: with an ID, the deploy-time
+    ``Fn::GetAtt <GpuSubnet>.AvailabilityZone``), ``checks_role`` (the pipeline's checks role when
+    :func:`hyperpod_dpd.infra.platform.build_network` made one).
     """
 
     def __init__(
@@ -52,11 +62,18 @@ class EfaNetwork(Construct):
         if (create is None) == (existing is None):
             given = [name for name, value in (("create", create), ("existing", existing)) if value is not None]
             raise ConfigError.single(None, "EfaNetwork", given, "pass exactly one of 'create' or 'existing'")
-        if create is not None and gpu_availability_zone not in create.availability_zones:
+        kind = zone_kind(gpu_availability_zone)
+        if kind is None:
+            raise ConfigError.single(None, "EfaNetwork.gpu_availability_zone", gpu_availability_zone,
+                                     "must be an Availability Zone name such as 'us-west-2a' or an AZ ID such as "
+                                     "'usw2-az2'")
+        if create is not None and kind == "name" and gpu_availability_zone not in create.availability_zones:
             raise ConfigError.single(None, "EfaNetwork.gpu_availability_zone", gpu_availability_zone,
                                      f"must be one of {list(create.availability_zones)}")
         super().__init__(scope, id)
         self.gpu_availability_zone = gpu_availability_zone
+        self.gpu_zone_is_id = kind == "id"
+        self.gpu_availability_zone_name: str = gpu_availability_zone
         # The pipeline's checks role, when infra.platform.build_network creates one next to the network.
         self.checks_role: ChecksRole | None = None
         if create is not None:
@@ -82,8 +99,10 @@ class EfaNetwork(Construct):
             group = logs.LogGroup(self, "FlowLogs", retention=retention, removal_policy=removal_policy, encryption_key=key)
             flow_logs["All"] = ec2.FlowLogOptions(
                 destination=ec2.FlowLogDestination.to_cloud_watch_logs(group), traffic_type=ec2.FlowLogTrafficType.ALL)
-        # The GPU AZ goes first so that the first NAT gateway, which the GPU subnet uses, sits in the same AZ.
-        zones = [self.gpu_availability_zone] + [z for z in props.availability_zones if z != self.gpu_availability_zone]
+        # The GPU AZ goes first so that the first NAT gateway, which the GPU subnet uses, sits in the same AZ. An AZ ID
+        # names no zone of this list: the zones keep their order, and the first one's NAT gateway serves the GPU subnet.
+        zones = list(props.availability_zones) if self.gpu_zone_is_id else (
+            [self.gpu_availability_zone] + [z for z in props.availability_zones if z != self.gpu_availability_zone])
         vpc = ec2.Vpc(
             self, "Resource",
             ip_addresses=ec2.IpAddresses.cidr(props.cidr),
@@ -114,6 +133,11 @@ class EfaNetwork(Construct):
         gpu = ec2.PrivateSubnet(self, "GpuSubnet", availability_zone=self.gpu_availability_zone, vpc_id=vpc.vpc_id,
                                 cidr_block=props.gpu_subnet_cidr, map_public_ip_on_launch=False)
         gpu.node.add_dependency(cidr)
+        if self.gpu_zone_is_id:
+            placed = cast(ec2.CfnSubnet, gpu.node.default_child)
+            placed.availability_zone = None  # one or the other (the subnet schema's dependentExcluded)
+            placed.availability_zone_id = self.gpu_availability_zone
+            self.gpu_availability_zone_name = placed.attr_availability_zone  # the name, once the subnet exists
         cdk.Tags.of(gpu).add("Name", f"{cdk.Names.unique_id(vpc)}/gpu")
         cdk.Tags.of(gpu).add(INTERNAL_ELB_TAG, "1")
         gpu.add_default_nat_route(self._nat_gateway_id(vpc))
@@ -129,8 +153,8 @@ class EfaNetwork(Construct):
                                    "group writes ARNs with the partition of the stack's Region")
 
     def _nat_gateway_id(self, vpc: ec2.Vpc) -> str:
-        """The NAT gateway in the GPU AZ (the first public subnet, see the AZ order above)."""
-        for subnet in vpc.public_subnets:
+        """The NAT gateway in the GPU AZ (the first public subnet, see the AZ order above); with an AZ ID, the first."""
+        for subnet in [] if self.gpu_zone_is_id else vpc.public_subnets:
             nat = subnet.node.try_find_child("NATGateway")
             if nat is not None and subnet.availability_zone == self.gpu_availability_zone:
                 return nat.ref  # type: ignore[attr-defined]
@@ -171,6 +195,7 @@ class EfaNetwork(Construct):
         self.gpu_subnet = ec2.Subnet.from_subnet_attributes(
             self, "GpuSubnet", subnet_id=props.gpu_subnet.subnet_id,
             availability_zone=props.gpu_subnet.availability_zone, route_table_id=props.gpu_subnet.route_table_id)
+        self.gpu_availability_zone_name = props.gpu_subnet.availability_zone  # an adopted subnet's name is configured
         if props.efa_security_group_id:
             self.efa_security_group = ec2.SecurityGroup.from_security_group_id(
                 self, "EfaSecurityGroup", props.efa_security_group_id, allow_all_outbound=True, mutable=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -10,10 +9,11 @@ import cdk8s
 from constructs import Construct
 
 from hyperpod_dpd.catalogue.operator import DEFAULT_OPERATOR, OPERATOR_RELEASES
+from hyperpod_dpd.catalogue.zones import zone_kind
 from hyperpod_dpd.config.endpoint_checks import operator_issues
 from hyperpod_dpd.config.endpoint_pods import iec_extensions
 from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig, managed_flag_issues
-from hyperpod_dpd.errors import ConfigError, ConfigWarning, Issue
+from hyperpod_dpd.errors import ConfigError, Issue
 from hyperpod_dpd.k8s import defaults
 from hyperpod_dpd.k8s.extensions import apply_extensions
 from hyperpod_dpd.k8s.imports.com.amazon.aws.sagemaker import inference as iec
@@ -50,8 +50,10 @@ class DisaggregatedEndpoint(Construct):
     What it adds over the raw CRD:
 
     * checks the CRD cannot express (DPD instance types, one decoder, tensor-parallel size, kvaware path, name
-      lengths, one image, ``PYTHONHASHSEED``), raised as :class:`ConfigError` before anything joins the tree, and
-      :class:`ConfigWarning` where the docs say DPD will not pay off;
+      lengths, one image, ``PYTHONHASHSEED``, what the image or operator release cannot run), raised as
+      :class:`ConfigError` before anything joins the tree. The doubtful choices (``endpoint.warnings()``) are reported
+      where the configuration is loaded and as CDK annotations (hyperpod_dpd.infra.config_warnings), not on every
+      render, so each is shown once;
     * the three DPD environment variables, GPU (and CPU/memory) requests per role, per-role node selectors onto the
       HyperPod prefill and decode groups, same-AZ topology, ``/health`` load-balancer checks and the worker block;
     * the IEC name ``<name>-<generation>``: the generation hashes the fields the operator cannot change in place, so
@@ -77,8 +79,6 @@ class DisaggregatedEndpoint(Construct):
         if problems:
             raise ConfigError(f"endpoint {endpoint.name}", problems)
         super().__init__(scope, id)
-        for warning in endpoint.warnings():
-            warnings.warn(warning.render(f"endpoint {endpoint.name}"), ConfigWarning, stacklevel=2)
         self.endpoint = endpoint
         self.operator_version = operator_version
         self.name = endpoint.resource_name
@@ -129,7 +129,11 @@ class DisaggregatedEndpoint(Construct):
                 routing_threshold=e.routing.threshold,
                 topology_spec=iec.InferenceEndpointConfigSpecPdSpecTopologySpec(
                     same_az=True,
-                    availability_zone=e.topology.availability_zone,
+                    # The operator pins both roles to this zone *name* ("Force pods into a specific availability
+                    # zone", the CRD); an AZ ID is left out rather than guessed: sameAZ keeps them in one zone, and
+                    # every instance group runs in the GPU subnet, whose zone the ID fixed (docs/configuration.md).
+                    availability_zone=e.topology.availability_zone if zone_kind(
+                        e.topology.availability_zone or "") == "name" else None,
                     placement_group=e.topology.placement_group),
                 auto_scaling_spec=self._autoscaling()),
             intelligent_routing_spec=iec.InferenceEndpointConfigSpecIntelligentRoutingSpec(

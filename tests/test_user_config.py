@@ -23,6 +23,7 @@ import yaml
 
 from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
 from hyperpod_dpd.catalogue.regions import HYPERPOD_REGIONS
+from hyperpod_dpd.catalogue.zones import ZONES
 from hyperpod_dpd.config import EnvironmentConfig, list_environments, load_all
 from hyperpod_dpd.config.alerts import GUARDS, LOG, SLO, SUBSCRIBERS
 from hyperpod_dpd.config.pipeline import pipeline_file, read_pipeline
@@ -53,7 +54,8 @@ class Checked:
 def _other_region(data: dict[str, Any]) -> str:
     """A HyperPod Region, other than the environment's, where both validators accept every instance type it uses."""
     types = {g["instance_type"] for g in data["hyperpod"]["instance_groups"]}
-    candidates = set(HYPERPOD_REGIONS) - {data["region"]}
+    # a Region whose zone list is confirmed (elsewhere an unlisted zone is a warning, rightly)
+    candidates = {r for r in HYPERPOD_REGIONS if r in ZONES and ZONES[r].confirmed} - {data["region"]}
     for name in types:
         spec = INSTANCE_TYPES[name]
         candidates &= set(spec.priced_regions) - set(spec.cdk_validator_lags)
@@ -70,6 +72,20 @@ def _replace(value: Any, old: str, new: str) -> Any:
     return value
 
 
+def _rezone(value: Any, old: str, new: str) -> Any:
+    """Zone names of ``old`` (after the Region's replacement, ``<new><letter>``) as the zones of ``new`` that exist:
+    the i-th zone of the old Region becomes the i-th of the new one."""
+    if isinstance(value, list):
+        return [_rezone(v, old, new) for v in value]
+    if isinstance(value, dict):
+        return {k: _rezone(v, old, new) for k, v in value.items()}
+    if isinstance(value, str) and len(value) == len(new) + 1 and value.startswith(new) and old in ZONES:
+        letters = ZONES[old].letters
+        if value[-1] in letters:
+            return ZONES[new].names[letters.index(value[-1]) % len(ZONES[new].names)]
+    return value
+
+
 def _added_environment(config_dir: Path) -> tuple[str, str, dict[str, Any]]:
     """A copy of the first environment with endpoints (else the first one) in another account and Region, with
     one more prefill node and replica and another routing threshold: ``(new name, source name, data)``. The name and
@@ -81,7 +97,8 @@ def _added_environment(config_dir: Path) -> tuple[str, str, dict[str, Any]]:
     region = _other_region(base)
     name = next(f"added{i}" for i in range(len(names) + 1) if f"added{i}" not in names)
     account = next(a for a in ADDED_ACCOUNTS if a not in {str(d["account"]) for d in loaded.values()})
-    data = _replace(_replace(copy.deepcopy(base), base["region"], region), str(base["account"]), account)
+    data = _replace(_replace(copy.deepcopy(base), str(base["region"]), region), str(base["account"]), account)
+    data = _rezone(data, str(base["region"]), region)
     data.pop("production", None)
     data["removal_policy"], data["termination_protection"] = "destroy", False
     for endpoint in data.get("endpoints", [])[:1]:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationInfo, field_validator
 
 from hyperpod_dpd.catalogue.versions import AddonVersion, parse_addon_version
+from hyperpod_dpd.catalogue.zones import LOCAL_ZONE_WHY, is_local_zone, zone_kind
 from hyperpod_dpd.errors import MISSING, Issue
 
 NumberKind = Literal["int", "float"]
@@ -172,7 +173,30 @@ AccountId = Annotated[str, BeforeValidator(_account_number),
                       pattern(r"\d{12}", "a 12-digit AWS account id (quote it in YAML)")]
 
 Region = Annotated[str, pattern(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d", "an AWS Region code such as 'us-west-2'")]
-AvailabilityZone = Annotated[str, pattern(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]", "an Availability Zone name such as 'us-west-2a'")]
+
+
+def _zone(*, ids: bool) -> AfterValidator:
+    """An Availability Zone name (``us-west-2a``), or with ``ids`` also an AZ ID (``usw2-az2``); which zones exist in
+    the environment's Region is checked with the Region (hyperpod_dpd.catalogue.zones.check_zone)."""
+    allowed = "an Availability Zone name such as 'us-west-2a'" + (" or an AZ ID such as 'usw2-az2'" if ids else "")
+
+    def check(value: str) -> str:
+        kind = zone_kind(value)
+        if kind == "name" or (kind == "id" and ids):
+            return value
+        if kind == "id":
+            raise ValueError("is an AZ ID; this field takes the AZ's name (such as 'us-west-2a'), which "
+                             "'aws ec2 describe-availability-zones' lists next to the ID for your account")
+        if is_local_zone(value):
+            raise ValueError(LOCAL_ZONE_WHY)
+        raise ValueError(f"must be {allowed}")
+
+    return AfterValidator(check)
+
+
+AvailabilityZone = Annotated[str, _zone(ids=False)]
+# The GPU zone and the zones that must equal it: GPU capacity is reported per AZ ID (docs/configuration.md, "Zones").
+AvailabilityZoneRef = Annotated[str, _zone(ids=True)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 _IAM_NAME = r"[\w+=,.@-]{1,64}"
 IamPrincipalArn = Annotated[

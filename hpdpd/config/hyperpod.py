@@ -9,7 +9,7 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES
 from hyperpod_dpd.catalogue.operator import DPD_ROLES
-from hyperpod_dpd.config.base import AvailabilityZone, Model, join
+from hyperpod_dpd.config.base import AvailabilityZoneRef, Model, join
 from hyperpod_dpd.config.dependencies_chart import DependenciesChart
 from hyperpod_dpd.config.names import (
     HyperPodClusterName,
@@ -132,7 +132,7 @@ class InstanceGroup(Model):
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     training_plan_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/[a-zA-Z0-9-]+$")
-    availability_zone: AvailabilityZone | None = None
+    availability_zone: AvailabilityZoneRef | None = None  # name or ID; must be the GPU zone (below)
     threads_per_core: Literal[1, 2] | None = None
     autoscaling: GroupAutoScaling | None = None
 

@@ -17,7 +17,8 @@ from hyperpod_dpd.catalogue.addresses import (
     PUBLIC_PREFIX_LENGTH,
     PUBLIC_PREFIX_WHY,
 )
-from hyperpod_dpd.config.base import AvailabilityZone, Cidr, Model, join
+from hyperpod_dpd.catalogue.zones import check_zone, zone_kind
+from hyperpod_dpd.config.base import AvailabilityZone, AvailabilityZoneRef, Cidr, Model, join
 from hyperpod_dpd.errors import Issue
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -126,8 +127,12 @@ class CreateVpc(Model):
             yield Issue(join(path, "nat_gateways"), self.nat_gateways,
                         f"must be at most the number of AZs ({len(self.availability_zones)})")
         for index, zone in enumerate(self.availability_zones):
-            if not zone.startswith(root.region):
-                yield Issue(join(join(path, "availability_zones"), index), zone, f"must be an AZ of region {root.region}")
+            yield from zone_issues(root.region, join(join(path, "availability_zones"), index), zone)
+
+    def zone_fields(self, path: str) -> Iterator[tuple[str, str]]:
+        """(field path, zone) of every zone this section names."""
+        for index, zone in enumerate(self.availability_zones):
+            yield join(join(path, "availability_zones"), index), zone
 
 
 class ExistingSubnet(Model):
@@ -150,14 +155,23 @@ class ExistingVpc(Model):
         zones = {s.availability_zone for s in self.private_subnets}
         if len(zones) < 2:
             yield Issue(join(path, "private_subnets"), sorted(zones), "must span at least two AZs (EKS control plane)")
-        for index, subnet in enumerate((*self.private_subnets, *self.public_subnets, self.gpu_subnet)):
-            if not subnet.availability_zone.startswith(root.region):
-                yield Issue(join(path, "subnets") + f"[{index}].availability_zone", subnet.availability_zone,
-                            f"must be an AZ of region {root.region}")
+        for where, zone in self.zone_fields(path):
+            yield from zone_issues(root.region, where, zone)
+
+    def zone_fields(self, path: str) -> Iterator[tuple[str, str]]:
+        """(field path, zone) of every adopted subnet's zone."""
+        for key in ("private_subnets", "public_subnets"):
+            for index, subnet in enumerate(getattr(self, key)):
+                yield join(join(join(path, key), index), "availability_zone"), subnet.availability_zone
+        yield join(path, "gpu_subnet.availability_zone"), self.gpu_subnet.availability_zone
 
 
 class NetworkConfig(Model):
-    gpu_availability_zone: AvailabilityZone
+    """The network: exactly one of ``create`` and ``existing``, and the GPU zone, given by its name (``us-west-2a``)
+    or, because GPU capacity is reported per AZ ID and names map to IDs differently in every account, by its ID
+    (``usw2-az2``): the GPU subnet is then created with ``AvailabilityZoneId`` (infra/efa_network.py)."""
+
+    gpu_availability_zone: AvailabilityZoneRef
     create: CreateVpc | None = None
     existing: ExistingVpc | None = None
 
@@ -168,28 +182,64 @@ class NetworkConfig(Model):
         return self
 
     @property
+    def gpu_zone_is_id(self) -> bool:
+        """Whether the GPU zone is given as an AZ ID (``usw2-az2``), whose name is known only in the account."""
+        return zone_kind(self.gpu_availability_zone) == "id"
+
+    @property
+    def gpu_zone_name(self) -> str | None:
+        """The GPU zone's name when the configuration knows it: the name given, or with an AZ ID an adopted GPU
+        subnet's configured name; None for an AZ ID and a created VPC (the name is resolved at deploy time)."""
+        if not self.gpu_zone_is_id:
+            return self.gpu_availability_zone
+        return self.existing.gpu_subnet.availability_zone if self.existing else None
+
+    @property
     def availability_zones(self) -> tuple[str, ...]:
-        """Every AZ the network uses, sorted: the created VPC's, or the adopted subnets', and the GPU AZ."""
+        """Every AZ *name* the network uses, sorted: the created VPC's, or the adopted subnets', and the GPU AZ when
+        it is given by name (an AZ ID is not a name: CDK's availability-zone context holds names only)."""
         if self.create:
             zones = set(self.create.availability_zones)
         else:
             assert self.existing
             existing = self.existing
             zones = {s.availability_zone for s in (*existing.private_subnets, *existing.public_subnets, existing.gpu_subnet)}
-        return tuple(sorted({*zones, self.gpu_availability_zone}))
+        if not self.gpu_zone_is_id:
+            zones.add(self.gpu_availability_zone)
+        return tuple(sorted(zones))
+
+    def zone_fields(self, path: str) -> Iterator[tuple[str, str]]:
+        """(field path, zone) of every zone of the network section, the GPU zone first."""
+        yield join(path, "gpu_availability_zone"), self.gpu_availability_zone
+        if self.create:
+            yield from self.create.zone_fields(join(path, "create"))
+        if self.existing:
+            yield from self.existing.zone_fields(join(path, "existing"))
 
     def issues(self, root: Any, path: str) -> Iterator[Issue]:
-        if not self.gpu_availability_zone.startswith(root.region):
-            yield Issue(join(path, "gpu_availability_zone"), self.gpu_availability_zone,
-                        f"must be an AZ of region {root.region}")
+        gpu = self.gpu_availability_zone
+        yield from zone_issues(root.region, join(path, "gpu_availability_zone"), gpu)
         if self.create:
             yield from self.create.issues(root, join(path, "create"))
-            if self.gpu_availability_zone not in self.create.availability_zones:
-                yield Issue(join(path, "gpu_availability_zone"), self.gpu_availability_zone,
+            # With an AZ ID the zone's name is the account's: preflight checks it (hpdpd/ops/zones.py).
+            if not self.gpu_zone_is_id and gpu not in self.create.availability_zones:
+                yield Issue(join(path, "gpu_availability_zone"), gpu,
                             f"must be one of network.create.availability_zones {list(self.create.availability_zones)}")
         if self.existing:
             yield from self.existing.issues(root, join(path, "existing"))
-            if self.existing.gpu_subnet.availability_zone != self.gpu_availability_zone:
+            if not self.gpu_zone_is_id and self.existing.gpu_subnet.availability_zone != gpu:
                 yield Issue(join(path, "existing.gpu_subnet.availability_zone"),
                             self.existing.gpu_subnet.availability_zone,
-                            f"must equal network.gpu_availability_zone ({self.gpu_availability_zone})")
+                            f"must equal network.gpu_availability_zone ({gpu})")
+
+    def warnings(self, root: Any, path: str) -> list[Issue]:
+        """Zones outside an unconfirmed catalogue row (hyperpod_dpd.catalogue.zones): let through, preflight decides."""
+        return [Issue(where, zone, verdict.warning) for where, zone in self.zone_fields(path)
+                if (verdict := check_zone(root.region, zone)).warning]
+
+
+def zone_issues(region: str, where: str, zone: str) -> Iterator[Issue]:
+    """The error for a zone that is not one of ``region``'s Availability Zones (hyperpod_dpd.catalogue.zones)."""
+    verdict = check_zone(region, zone)
+    if verdict.error:
+        yield Issue(where, zone, verdict.error)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.aws import error_code
 from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
+from hyperpod_dpd.catalogue.zones import zone_kind
 from hyperpod_dpd.config.capacity import Demand, gpus_per_node, placements
 from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.ops.checks import Check, failed, passed, warned
@@ -90,7 +91,9 @@ def offering_checks(env: EnvironmentConfig, ec2: Any) -> Iterator[Check]:
         ec2_names = {INSTANCE_TYPES[t].ec2_name: t for t in types}
         offered: set[str] = set()
         paginator = ec2.get_paginator("describe_instance_type_offerings")
-        for page in paginator.paginate(LocationType="availability-zone", Filters=[
+        # an AZ ID is looked up as one (LocationType availability-zone-id: botocore 1.44.8 ec2 service-2.json)
+        location_type = "availability-zone-id" if zone_kind(zone) == "id" else "availability-zone"
+        for page in paginator.paginate(LocationType=location_type, Filters=[
                 {"Name": "location", "Values": [zone]}, {"Name": "instance-type", "Values": sorted(ec2_names)}]):
             offered.update(str(o["InstanceType"]) for o in page.get("InstanceTypeOfferings", []) if o.get("InstanceType"))
         for ec2_name, instance_type in sorted(ec2_names.items(), key=lambda item: item[1]):
@@ -164,7 +167,7 @@ def subnet_checks(env: EnvironmentConfig, ec2: Any, cluster: HyperPodState | Non
         yield failed(name, f"GPU subnet {subnet_id} belongs to {subnet.get('VpcId')}, not {existing.vpc_id}",
                      fix="set network.existing.vpc_id or gpu_subnet.subnet_id so they match")
         return
-    if subnet.get("AvailabilityZone") != env.network.gpu_availability_zone:
+    if env.network.gpu_availability_zone not in (subnet.get("AvailabilityZone"), subnet.get("AvailabilityZoneId")):
         yield failed(name, f"GPU subnet {subnet_id} is in {subnet.get('AvailabilityZone')}, not the GPU AZ "
                            f"{env.network.gpu_availability_zone}",
                      fix="use a subnet in the GPU AZ (prefill and decode must share one AZ for EFA)")

@@ -2,7 +2,9 @@
 
 Checks, in order: credentials and account; HyperPod instance quotas; instance types offered in the GPU AZ; free
 IPs in the GPU subnet; an existing EKS cluster's version and authentication mode; add-on versions; model
-locations in S3; GPU headroom per group (``capacity:<group>``); an existing HyperPod cluster is ``InService``. A check that cannot run (access denied, an API the
+locations in S3; the configured zones resolved for the account, names and AZ IDs, and each training plan's zone
+(``zones``, ``gpu-zone``, ``training-plan:<group>``: hpdpd/ops/zones.py); GPU headroom per group
+(``capacity:<group>``); an existing HyperPod cluster is ``InService``. A check that cannot run (access denied, an API the
 endpoint lacks, throttling after retries) is a WARN naming the permission it needs, and the others still run.
 """
 
@@ -12,7 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.aws import ClientSource
-from hyperpod_dpd.ops import capacity, eks_checks, model_checks
+from hyperpod_dpd.ops import capacity, eks_checks, model_checks, zones
 from hyperpod_dpd.ops.addons import InstalledAddon, installed_addons
 from hyperpod_dpd.ops.checks import Check, Report, attempt, could_not_check, failed, guarded, passed, warned
 from hyperpod_dpd.ops.clusters import FAILED, IN_SERVICE, EksState, HyperPodState, describe_eks, describe_hyperpod
@@ -91,6 +93,9 @@ def _aws_checks(env: EnvironmentConfig, clients: ClientSource, endpoints: tuple[
 
     yield from model_checks.bucket_checks(env, s3)
     yield from model_checks.endpoint_model_checks(env, s3, endpoints)
+    # the configured zones resolved for this account, and each training plan's zone (errors become WARN rows)
+    yield from guarded(lambda: zones.zone_checks(env, ec2), names=zones.ZONE_NAMES, permission=zones.ZONES_PERMISSION)
+    yield from zones.plan_checks(env, sagemaker)
     # free GPUs per group after the endpoints' maximum replicas, and the nodes running now (from the cluster read above)
     yield from capacity.headroom_checks(env, endpoints, capacity.live_nodes(known_cluster))
 

@@ -89,6 +89,17 @@ def test_a_type_missing_from_the_gpu_az_fails(make_env: Callable[..., Environmen
     assert "describe-instance-type-offerings" in (rows["offering:ml.p5en.48xlarge"].fix or "")
 
 
+def test_a_gpu_zone_given_by_its_id_is_looked_up_as_an_id(make_env: Callable[..., EnvironmentConfig],
+                                                         clients: ClientFactory) -> None:
+    # GIVEN the GPU zone as an AZ ID (moto's us-west-2 maps usw2-az2 to us-west-2a)
+    env = make_env(lambda d: d["network"].__setitem__("gpu_availability_zone", "usw2-az2"))
+    # WHEN the offerings are read
+    rows = _by_name(list(offering_checks(env, clients.client("ec2"))))
+    # THEN EC2 is asked by zone ID, and the GPU types offered there pass
+    assert rows["offering:ml.p5.48xlarge"].status == "pass"
+    assert rows["offering:ml.p5.48xlarge"].detail == "p5.48xlarge is offered in usw2-az2"
+
+
 def test_a_capacity_block_type_with_a_training_plan_warns(make_env: Callable[..., EnvironmentConfig],
                                                           clients: ClientFactory) -> None:
     plan = f"arn:aws:sagemaker:{REGION}:123456789012:training-plan/p5e-plan"
@@ -206,6 +217,18 @@ def test_a_gpu_subnet_outside_the_gpu_az_or_missing_fails(make_env: Callable[...
 
     rows = list(subnet_checks(make_env(missing), clients.client("ec2"), None))
     assert rows[0].status == "fail" and "subnet-0123456789abcdef0 does not exist" in rows[0].detail
+
+
+def test_an_adopted_gpu_subnet_matches_a_gpu_zone_given_by_its_id(make_env: Callable[..., EnvironmentConfig],
+                                                                 clients: ClientFactory, existing_network: Any) -> None:
+    # GIVEN an adopted GPU subnet in us-west-2a and the GPU zone given as that zone's ID
+    def by_id(data: dict[str, Any]) -> None:
+        existing_network("10.1.0.0/24")(data)
+        data["network"]["gpu_availability_zone"] = "usw2-az2"
+
+    rows = list(subnet_checks(make_env(by_id), clients.client("ec2"), None))
+    # THEN the subnet's AvailabilityZoneId matches: its addresses are counted, not a false zone mismatch
+    assert rows[0].status == "pass" and "free addresses" in rows[0].detail
 
 
 # -- headroom: free GPUs per group against the endpoints' maximum replicas ---------------------------------------------
