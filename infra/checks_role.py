@@ -19,7 +19,7 @@ this role, never the CDK bootstrap lookup role (which carries ``ReadOnlyAccess``
 * **Read permissions**: one action per AWS call the three commands make (:data:`READ_CALLS`), on this environment's
   resources where the action takes a resource (Service Authorization Reference: Amazon EKS, SageMaker AI, Amazon S3,
   AWS CloudFormation list the resource types used below; Service Quotas' list actions and EC2's ``Describe*`` take
-  none, ``*``).
+  none, ``*``); with training plans, ``sagemaker:DescribeTrainingPlan`` on those plans (:data:`PLAN_CALLS`).
 * **Runner permissions** (:class:`ChecksRoleGrants`): ``codebuild:BatchGetProjects``, ``StartBuild``,
   ``BatchGetBuilds`` and ``StopBuild`` on the one project (CodeBuild authorizes each on the project ARN: Service
   Authorization Reference, AWS CodeBuild, resource type ``project``), ``s3:PutObject`` under the runner bucket's
@@ -39,8 +39,9 @@ from constructs import Construct
 from hyperpod_dpd.config.environment import IAM_ROLE_NAME, TRUSTED_ROLE_ARN
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import nag
-from hyperpod_dpd.infra.arns import arn
+from hyperpod_dpd.infra.arns import arn, iam_arn
 from hyperpod_dpd.infra.checks_runner import ChecksRunner, endpoint_resources
+from hyperpod_dpd.ops.ownership import owned_names
 from hyperpod_dpd.ops.remote_checks import SOURCE_PREFIX
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ READ_CALLS: Mapping[tuple[str, str], str | None] = {
     ("ec2", "DescribeInstanceTypeOfferings"): "ec2:DescribeInstanceTypeOfferings",  # hpdpd/ops/capacity.py
     ("ec2", "DescribeInstanceTypes"): "ec2:DescribeInstanceTypes",
     ("ec2", "DescribeSubnets"): "ec2:DescribeSubnets",
+    ("ec2", "DescribeAvailabilityZones"): "ec2:DescribeAvailabilityZones",  # hpdpd/ops/zones.py
     ("eks", "DescribeCluster"): "eks:DescribeCluster",  # hpdpd/ops/clusters.py
     ("eks", "ListAddons"): "eks:ListAddons",  # hpdpd/ops/addons.py
     ("eks", "DescribeAddon"): "eks:DescribeAddon",
@@ -67,6 +69,19 @@ READ_CALLS: Mapping[tuple[str, str], str | None] = {
     ("sagemaker", "ListClusterNodes"): "sagemaker:ListClusterNodes",
     ("sagemaker", "DescribeEndpoint"): "sagemaker:DescribeEndpoint",  # hpdpd/ops/endpoints.py
     ("cloudformation", "DescribeStacks"): "cloudformation:DescribeStacks",  # the KvFabric step's Prometheus URL
+    # Who holds the names the stacks create (hpdpd/ops/ownership.py; the EKS cluster's tags come with DescribeCluster):
+    # each action on the one resource type it authorizes (Service Authorization Reference, Amazon SageMaker AI
+    # ListTags, Amazon S3 GetBucketTagging "bucket", IAM ListRoleTags "role").
+    ("sagemaker", "ListTags"): "sagemaker:ListTags",
+    ("s3", "GetBucketTagging"): "s3:GetBucketTagging",
+    ("iam", "ListRoleTags"): "iam:ListRoleTags",
+}
+# Calls preflight makes only for instance groups with a training plan (hpdpd/ops/zones.py), granted on those plans only.
+# sagemaker:DescribeTrainingPlan takes the training-plan resource: AWS's managed policy
+# AmazonSageMakerTrainingPlanCreateAccess grants it on arn:aws:sagemaker:*:*:training-plan/* (SageMaker Developer
+# Guide, "AWS managed policies for SageMaker training plans").
+PLAN_CALLS: Mapping[tuple[str, str], str] = {
+    ("sagemaker", "DescribeTrainingPlan"): "sagemaker:DescribeTrainingPlan",
 }
 RUNNER_ACTIONS = (
     "codebuild:BatchGetProjects",  # RemoteChecks.describe: the project's S3 source bucket
@@ -95,19 +110,28 @@ def _actions(*calls: tuple[str, str]) -> list[str]:
 
 @dataclass(frozen=True, kw_only=True)
 class CheckTargets:
-    """The resources the read-only checks look at: the EKS cluster, the model buckets and the SageMaker endpoints."""
+    """The resources the read-only checks look at: the EKS cluster, the model buckets, the SageMaker endpoints and
+    the training plans (by name: the last part of their ARN)."""
 
     eks_cluster_name: str
     model_buckets: tuple[str, ...] = ()
+    owned_buckets: tuple[str, ...] = ()  # the buckets and roles the stacks create, whose owner preflight reads
+    owned_roles: tuple[str, ...] = ()
     sagemaker_endpoint_names: tuple[str, ...] = ()
+    training_plans: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, config: EnvironmentConfig) -> CheckTargets:
         """What preflight, wait and status read for ``config``: its EKS cluster, every model bucket (the operator's and
-        the endpoints'), and each endpoint's configured SageMaker endpoint name."""
+        the endpoints'), each endpoint's configured SageMaker endpoint name, and the groups' training plans."""
+        owned = owned_names(config)
         return cls(eks_cluster_name=config.eks.cluster_name, model_buckets=tuple(b.name for b in config.model_buckets),
+                   owned_buckets=tuple(n.name for n in owned if n.kind == "S3 bucket"),
+                   owned_roles=tuple(n.name for n in owned if n.kind == "IAM role"),
                    sagemaker_endpoint_names=tuple(e.sagemaker_endpoint_name for e in config.endpoints
-                                                  if e.sagemaker_endpoint_name))
+                                                  if e.sagemaker_endpoint_name),
+                   training_plans=tuple(dict.fromkeys(g.training_plan_arn.rsplit("/", 1)[-1]
+                                                      for g in config.hyperpod.instance_groups if g.training_plan_arn)))
 
 
 class ChecksRole(Construct):
@@ -157,7 +181,8 @@ class ChecksRole(Construct):
             iam.PolicyStatement(sid="ReadQuotas", resources=["*"], actions=_actions(
                 ("service-quotas", "ListServiceQuotas"), ("service-quotas", "ListAWSDefaultServiceQuotas"))),
             iam.PolicyStatement(sid="DescribeEc2", resources=["*"], actions=_actions(
-                ("ec2", "DescribeInstanceTypeOfferings"), ("ec2", "DescribeInstanceTypes"), ("ec2", "DescribeSubnets"))),
+                ("ec2", "DescribeInstanceTypeOfferings"), ("ec2", "DescribeInstanceTypes"), ("ec2", "DescribeSubnets"),
+                ("ec2", "DescribeAvailabilityZones"))),
             iam.PolicyStatement(sid="ReadEksCluster", resources=[cluster],
                                 actions=_actions(("eks", "DescribeCluster"), ("eks", "ListAddons"))),
             # arn:${Partition}:eks:${Region}:${Account}:addon/${ClusterName}/${AddonName}/${UUID}
@@ -166,12 +191,24 @@ class ChecksRole(Construct):
             iam.PolicyStatement(sid="ListAddonVersions", resources=["*"],
                                 actions=_actions(("eks", "DescribeAddonVersions"))),
             iam.PolicyStatement(sid="ReadHyperPod", resources=[arn(self, "sagemaker", "cluster/*")], actions=_actions(
-                ("sagemaker", "DescribeCluster"), ("sagemaker", "ListClusterNodes"))),
+                ("sagemaker", "DescribeCluster"), ("sagemaker", "ListClusterNodes"), ("sagemaker", "ListTags"))),
         ]
+        if targets.owned_buckets:
+            statements.append(iam.PolicyStatement(
+                sid="ReadBucketOwners", actions=_actions(("s3", "GetBucketTagging")),
+                resources=[f"arn:{cdk.Aws.PARTITION}:s3:::{b}" for b in dict.fromkeys(targets.owned_buckets)]))
+        if targets.owned_roles:
+            statements.append(iam.PolicyStatement(
+                sid="ReadRoleOwners", actions=_actions(("iam", "ListRoleTags")),
+                resources=[iam_arn(self, f"role/{r}") for r in dict.fromkeys(targets.owned_roles)]))
         if targets.model_buckets:
             statements.append(iam.PolicyStatement(
                 sid="ListModelBuckets", actions=_actions(("s3", "HeadBucket"), ("s3", "ListObjectsV2")),
                 resources=[f"arn:{cdk.Aws.PARTITION}:s3:::{b}" for b in dict.fromkeys(targets.model_buckets)]))
+        if targets.training_plans:  # arn:${Partition}:sagemaker:${Region}:${Account}:training-plan/${Name}
+            statements.append(iam.PolicyStatement(
+                sid="ReadTrainingPlans", actions=sorted(PLAN_CALLS.values()),
+                resources=[arn(self, "sagemaker", f"training-plan/{name}") for name in targets.training_plans]))
         if targets.sagemaker_endpoint_names:
             statements.append(iam.PolicyStatement(
                 sid="ReadEndpoints", actions=_actions(("sagemaker", "DescribeEndpoint")),

@@ -8,7 +8,9 @@ bootstrap deploy role, the role ``cdk deploy`` itself sets it with.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+import shlex
+from collections.abc import Iterable, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -26,6 +28,15 @@ from hyperpod_dpd.infra import source_conditions
 # policy AWSCloudFormationReadOnlyAccess); it trusts the pipeline account after `cdk bootstrap --trust`.
 DEPLOY_ROLE = "cdk-{qualifier}-deploy-role-{account}-{region}"
 PROTECT_MINUTES = 15  # the install phase's runtimes, then two AWS CLI calls per stack
+# An exact npm version (semver 2.0.0 "MAJOR.MINOR.PATCH", optional pre-release): a range, a dist-tag (``latest``, the
+# default when a spec names none: npm docs, "npm install", ``npm install <name>`` installs ``<name>@latest``) or a URL
+# is not one.
+EXACT_NPM_VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")
+NPM_SPEC = re.compile(r"(?P<name>(?:@[a-z0-9][\w.-]*/)?[a-z0-9][\w.-]*)(?:@(?P<version>.+))?", re.IGNORECASE)
+# `npm install` and its aliases (npm docs, "npm install", Synopsis: "aliases: add, i, in, ins, inst, insta, instal, isnt,
+# isnta, isntal, isntall").
+NPM_INSTALL = frozenset({"install", "add", "i", "in", "ins", "inst", "insta", "instal", "isnt", "isnta", "isntal", "isntall"})
+SHELL_SEPARATORS = re.compile(r"&&|\|\||[;|\n]")
 
 
 def deploy_role_arn(env: EnvironmentConfig, qualifier: str) -> str:
@@ -45,6 +56,64 @@ def cli_profile(name: str, role_variable: str, session: str) -> list[str]:
             f"aws configure set profile.{name}.credential_source EcsContainer",
             f"aws configure set profile.{name}.role_session_name {session}"]
 
+
+def unpinned_installs(commands: Iterable[str]) -> list[str]:
+    """Every install in ``commands`` (a buildspec's) that does not name exact versions, as ``<command>: <why>``.
+
+    Pinned: ``npm ci`` (the lock file, with each tarball's integrity), ``npm install -g <name>@<x.y.z>``,
+    ``pip install --require-hashes ...`` or ``pip install <name>==<x.y.z>`` and local paths. Anything else that installs
+    through npm or pip (a dist-tag such as ``@latest``, a range, a bare name, ``npm install`` without the lock's
+    ``ci``) is reported, as is any argument ending in ``@latest``.
+    """
+    found = []
+    for command in commands:
+        for segment in SHELL_SEPARATORS.split(command):
+            problem = _install_problem(segment)
+            if problem:
+                found.append(f"{' '.join(segment.split())}: {problem}")
+    return found
+
+
+def _install_problem(segment: str) -> str | None:
+    try:
+        words = shlex.split(segment)
+    except ValueError:
+        words = segment.split()
+    if any(w.endswith("@latest") for w in words):
+        return "installs a dist-tag (@latest), not a version"
+    programs = [w.rsplit("/", 1)[-1] for w in words]
+    if "npm" in programs:
+        rest = words[programs.index("npm") + 1:]
+        if rest and rest[0] in NPM_INSTALL:
+            specs = [w for w in rest[1:] if not w.startswith("-")]
+            if not specs:
+                return "npm install without packages resolves package.json afresh; use npm ci (the lock file)"
+            for spec in specs:
+                match = NPM_SPEC.fullmatch(spec)
+                if match is None or not EXACT_NPM_VERSION.fullmatch(match["version"] or ""):
+                    return f"{spec!r} names no exact version (npm installs the latest release)"
+        return None
+    pip = next((i for i, p in enumerate(programs) if re.fullmatch(r"pip(3(\.\d+)?)?", p)), None)
+    if pip is not None and words[pip + 1:pip + 2] == ["install"]:
+        arguments = words[pip + 2:]
+        if "--require-hashes" in arguments:
+            return None
+        options_with_values = {"-r", "--requirement", "-c", "--constraint", "-i", "--index-url", "--extra-index-url"}
+        specs, skip = [], False
+        for word in arguments:
+            if skip:
+                skip = False
+            elif word in options_with_values:
+                if word in ("-r", "--requirement"):
+                    return f"{' '.join(arguments)!r}: a requirements file without --require-hashes"
+                skip = True
+            elif not word.startswith("-"):
+                specs.append(word)
+        for spec in specs:
+            local = spec in (".", "..") or spec.startswith(("./", "../", "/"))
+            if not local and not re.fullmatch(r"[A-Za-z0-9][\w.\-\[\],]*==[\w.!+\-]+", spec):
+                return f"{spec!r} names no exact version (pip installs the latest release)"
+    return None
 
 
 class TerminationProtection(Construct):

@@ -11,7 +11,14 @@ from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.infra.guardrails import apply_guardrails
 from hyperpod_dpd.infra.guardrails.stateful import retain_stateful_resources
 from hyperpod_dpd.stacks.endpoints_stack import EndpointsStack
-from hyperpod_dpd.stacks.naming import environment, removal_policy, stack_name
+from hyperpod_dpd.stacks.naming import (
+    deployed_stage,
+    environment,
+    keep_logical_ids,
+    removal_policy,
+    stack_name,
+    tag_owner,
+)
 from hyperpod_dpd.stacks.network_stack import NetworkStack
 from hyperpod_dpd.stacks.platform_stack import PlatformStack
 
@@ -49,6 +56,9 @@ class EnvironmentStage(cdk.Stage):
         self.endpoints.add_stack_dependency(self.platform)
         for key, value in {"project": "hyperpod-dpd", **config.tags}.items():
             cdk.Tags.of(self).add(key, value)
+        for stack in (self.network, self.platform, self.endpoints):  # who owns each role (hpdpd/ops/ownership.py)
+            tag_owner(stack)
+        keep_logical_ids(self, deployed_stage(config))  # a renamed file keeps its stacks' resources (stacks/naming.py)
         # removal_policy: retain keeps every stateful resource of every stack (the HyperPod cluster and the network
         # included) on stack deletion and replacement; destroy leaves each construct's own policy.
         retain_stateful_resources(self, removal_policy(config))

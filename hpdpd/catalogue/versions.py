@@ -126,3 +126,17 @@ HYPERPOD_CHART_NAMESPACE = "kube-system"
 # A digest as OCI and ECR write it: ``sha256:`` and 64 lower-case hex digits (ECR ImageDetail.imageDigest, "the sha256
 # digest of the image manifest"; the ``Digest:`` line ``helm push`` prints).
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+
+# The cdk-assets CLI that the promotion pipeline's asset steps install. aws-cdk-lib 2.275.0 writes each of them as
+# `npm install -g cdk-assets@${cdkAssetsCliVersion}` with `cdkAssetsCliVersion ?? "latest"` (pipelines/lib/codepipeline/
+# codepipeline.js, CodePipeline.publishAssetsAction and the constructor), so it is pinned here and passed as
+# stacks/pipeline_stack.py's `cdk_assets_cli_version`. 4.7.3 is the release npm's `latest` dist-tag named when it was
+# pinned (registry.npmjs.org/cdk-assets, dist.integrity sha512-8RC6CdrgnM0nO/VSPkIolCtEmbVeyuaormzMOuvO30hgZJeKy7dddSxvd9h
+# 7S4ZQVoAnlmmRAVnE00kkRktjGg==), so pinning changed nothing that ran.
+CDK_ASSETS_VERSION = "4.7.3"
+# The cloud assembly schema major that release reads: it bundles @aws-cdk/cloud-assembly-schema 54.22.0 (devDependencies
+# of its package.json; `revision: 54` in its bin/cdk-assets.js), and refuses an asset manifest of a newer major with
+# "Cloud assembly schema version mismatch" (Manifest.validate, called without skipVersionCheck by loadAssetManifest; the
+# failure aws/aws-cdk#32744 reports for `cdk-assets@latest`). The pipeline stack warns while it is older than the
+# schema aws-cdk-lib writes (aws_cdk.cloud_assembly_schema.Manifest.version()).
+CDK_ASSETS_SCHEMA_MAJOR = 54

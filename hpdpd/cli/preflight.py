@@ -19,6 +19,7 @@ from hyperpod_dpd.cli.output import (
     status_label,
     timeout_argument,
 )
+from hyperpod_dpd.ops.ownership import with_ownership
 from hyperpod_dpd.ops.preflight import run_preflight
 
 DEFAULT_TIMEOUT_SECONDS = 300.0
@@ -28,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser = subparsers.add_parser(
         "preflight", parents=[common], help="check quotas, capacity, network, EKS, add-ons and models before deploying",
         description="Check that an environment can be deployed: credentials, quotas, AZ offerings, subnet IPs, "
-                    "EKS version and authentication mode, add-on versions, model locations, HyperPod cluster state.")
+                    "zones (names and AZ IDs, training plans' zones), EKS version and authentication mode, add-on "
+                    "versions, model locations, HyperPod cluster state.")
     environment_arguments(parser)
     add_aws_arguments(parser)
     parser.add_argument("--strict", action="store_true", help="treat warnings (checks that could not run) as failures")
@@ -39,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 def run(args: argparse.Namespace) -> int:
     env = load_environment_from_args(args)
     clients = factory_from_args(args, default_region=env.region, deadline=command_deadline(args.timeout))
-    report = run_preflight(env, clients, strict=args.strict)
+    # then whether the names its stacks create already belong to another stack (hpdpd/ops/ownership.py)
+    report = with_ownership(run_preflight(env, clients, strict=args.strict), env, clients)
     if args.output == "json":
         print_json(report.to_json(environment=env.name, region=args.region or env.region))
     else:

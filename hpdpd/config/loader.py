@@ -6,6 +6,7 @@ import os
 import re
 import types
 import typing
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from hyperpod_dpd.config.environment import EnvironmentConfig
 from hyperpod_dpd.config.files import directory_problem, display_path, present, read_text
+from hyperpod_dpd.config.identity import check_identity
 from hyperpod_dpd.config.yaml_safe import YamlAmbiguities, YamlRefused, field_path, load_yaml
 from hyperpod_dpd.errors import MISSING, ConfigError, Issue, Verbatim
 
@@ -194,7 +196,8 @@ def load_environment(name: str, directory: Path | None = None) -> EnvironmentCon
 
 def load_all(directory: Path | None = None, names: list[str] | None = None) -> list[EnvironmentConfig]:
     """Load ``names`` (default: ``$HPDPD_ENVIRONMENTS``, else every environment of the directory); all of them are
-    validated before anything is synthesized.
+    validated before anything is synthesized, each alone and then against every other environment of the directory
+    (:func:`hyperpod_dpd.config.identity.check_identity`: no two claim one stack, cluster, bucket or role name).
 
     A directory that is missing, unreadable or holds no environment file is an error, not an empty selection:
     a mistyped ``--config-dir`` must not read as "nothing to check"."""
@@ -202,7 +205,19 @@ def load_all(directory: Path | None = None, names: list[str] | None = None) -> l
     selected = names or selected_environments() or list_environments(directory)
     if not selected:
         raise ConfigError.single(display_path(directory), "<directory>", directory.name, _empty_directory(directory))
-    return [load_environment(n, directory) for n in selected]
+    loaded = [load_environment(n, directory) for n in selected]
+    check_identity(loaded, _loadable((n for n in list_environments(directory) if n not in selected), directory))
+    return loaded
+
+
+def _loadable(names: Iterable[str], directory: Path) -> Iterator[EnvironmentConfig]:
+    """The environments of ``names`` that load: one that does not is reported when it is selected itself, and its
+    names cannot be trusted to compare with."""
+    for name in names:
+        try:
+            yield load_environment(name, directory)
+        except ConfigError:
+            continue
 
 
 def _empty_directory(directory: Path) -> str:

@@ -21,6 +21,7 @@ from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.infra.checks_role import READ_CALLS, ChecksRole, CheckTargets
 from hyperpod_dpd.ops.kube import Kube
+from hyperpod_dpd.ops.ownership import ownership_checks
 from hyperpod_dpd.ops.preflight import run_preflight
 from hyperpod_dpd.ops.status import collect_status
 from hyperpod_dpd.ops.wait import addons_probe, cluster_probe, endpoint_probe
@@ -40,7 +41,7 @@ create_hyperpod = operations_fixtures.create_hyperpod
 
 TRUSTED = "arn:aws:iam::444444444444:role/hpdpd-pipeline-checks-dev"
 BUCKET, PREFIX, SAGEMAKER_NAME = "hpdpd-models-checks", "Llama-3.3-70B-Instruct", "Llama-Checks"
-SERVICES = ("sts", "ec2", "eks", "s3", "sagemaker", "service-quotas")
+SERVICES = ("sts", "ec2", "eks", "s3", "sagemaker", "service-quotas", "iam")
 CLUSTER_ID = "0a1b2c3d4e5f"  # SageMaker authorizes a HyperPod cluster by its ARN, which ends in the cluster's id
 
 
@@ -75,12 +76,14 @@ def _resource(service: str, operation: str, params: dict[str, Any]) -> str:
         return f"{prefix}:cluster/{params.get('name') or params['clusterName']}"
     if service == "eks" and operation == "DescribeAddon":
         return f"{prefix}:addon/{params['clusterName']}/{params['addonName']}/0a1b2c3d-uuid"
-    if service == "sagemaker" and operation in ("DescribeCluster", "ListClusterNodes"):
+    if service == "sagemaker" and operation in ("DescribeCluster", "ListClusterNodes", "ListTags"):
         return f"{prefix}:cluster/{CLUSTER_ID}"
     if service == "sagemaker" and operation == "DescribeEndpoint":
         return f"{prefix}:endpoint/{params['EndpointName'].lower()}"
     if service == "s3":
         return f"arn:aws:s3:::{params['Bucket']}"
+    if service == "iam" and operation == "ListRoleTags":
+        return f"arn:aws:iam::{MOTO_ACCOUNT}:role/{params['RoleName']}"
     return "*"
 
 
@@ -123,6 +126,7 @@ def test_every_call_of_the_checks_is_allowed_and_nothing_more_is_granted(
         stub_addons(eks, env)
         addons_probe(clients.client("eks"), env)()
         eks.assert_no_pending_responses()
+    ownership_checks(env, clients)  # preflight's ownership rows (hpdpd/cli/preflight.py adds them to the report)
     cluster_probe(clients.client("sagemaker"), env.hyperpod.cluster_name)()
     endpoint_probe(clients.client("sagemaker"), env.endpoints, kube)()
     # AND the checks role of this environment, synthesized
@@ -153,5 +157,7 @@ def test_every_call_of_the_checks_is_allowed_and_nothing_more_is_granted(
         ("sagemaker:DescribeCluster", f"arn:aws:sagemaker:{REGION}:999999999999:cluster/{CLUSTER_ID}"),
         ("sagemaker:DescribeEndpoint", f"arn:aws:sagemaker:{REGION}:{MOTO_ACCOUNT}:endpoint/other"),
         ("s3:ListBucket", "arn:aws:s3:::someone-elses-bucket"), ("s3:GetObject", f"arn:aws:s3:::{BUCKET}/{PREFIX}/x"),
+        ("s3:GetBucketTagging", "arn:aws:s3:::someone-elses-bucket"),
+        ("iam:ListRoleTags", f"arn:aws:iam::{MOTO_ACCOUNT}:role/someone-elses-role"),
     ]:
         assert not policies.evaluate(Request(action, resource)).allowed, (action, resource)

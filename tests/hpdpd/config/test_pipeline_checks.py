@@ -33,6 +33,14 @@ def _edit(path: Path, change: Any) -> None:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
+def _names_of_its_own(data: dict[str, Any]) -> None:
+    """A copied environment's own cluster and bucket names; the model buckets become shared reads."""
+    data["eks"]["cluster_name"] = data["hyperpod"]["cluster_name"] = "copied"
+    data["operator"]["tls_bucket_name"] = "hyperpod-tls-copied"
+    for bucket in data["operator"].get("model_buckets", []):
+        bucket["create"] = False
+
+
 def test_smoke_is_on_exactly_where_there_are_endpoints_unless_switched_off() -> None:
     # GIVEN the fixture environments: dev with an endpoint, staging without
     dev, staging = load_environment("dev"), load_environment("staging")
@@ -89,6 +97,7 @@ def test_an_environment_name_too_long_for_its_role_is_refused_with_one_line(conf
     # GIVEN an environment whose name makes hpdpd-<env>-checks 65 characters, promoted by the pipeline
     name = "e" * 52
     shutil.copy(config_dir / "dev.yaml", config_dir / f"{name}.yaml")
+    _edit(config_dir / f"{name}.yaml", _names_of_its_own)  # a copy must not claim dev's names (config/identity.py)
     _edit(config_dir / "pipeline.yaml", lambda d: d.__setitem__("name", "p"))  # keep p-checks-<env> within 64
     _edit(config_dir / "pipeline.yaml", lambda d: d["environments"].append({"name": name}))
     # WHEN the pipeline is checked against it, THEN one line names pipeline.yaml, the entry and why
