@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_dpd.config import EnvironmentConfig, load_all
+from hyperpod_dpd.config.endpoint_checks import environment_warnings
 from hyperpod_dpd.errors import ConfigError, HpdpdError
 from hyperpod_dpd.node_runtime import fit_node_to_machine
 
@@ -36,8 +37,10 @@ if __name__ == "__main__":
 import aws_cdk as cdk  # noqa: E402 - after the configuration is checked and the Node options are set
 
 from hyperpod_dpd.config.files import present  # noqa: E402
+from hyperpod_dpd.config.identity import check_identity  # noqa: E402
 from hyperpod_dpd.config.pipeline import PipelineConfig, cross_check, pipeline_file, read_pipeline  # noqa: E402
 from hyperpod_dpd.config.template_limits import template_limit_issues  # noqa: E402
+from hyperpod_dpd.infra.config_warnings import annotate_warnings  # noqa: E402
 from hyperpod_dpd.infra.platform import availability_zone_context  # noqa: E402
 from hyperpod_dpd.stacks.environment_stage import EnvironmentStage  # noqa: E402
 from hyperpod_dpd.stacks.pipeline_stack import PIPELINE_ID, PipelineStack, pinned_cli_version  # noqa: E402
@@ -77,9 +80,14 @@ def build_app(
     "dev/*"`` and the pipeline then deploy the same platform stack.
     """
     selected = list(configs) if configs is not None else load_all(config_dir, list(environments) if environments else None)
+    if configs is not None:  # built in memory, so not checked against each other by load_all
+        check_identity(selected)
     selected, pipeline = pipeline_environments(config_dir, selected)
     app = cdk.App(outdir=outdir, context={**availability_zone_context(*selected), **(context or {})})
     stages = {c.name: EnvironmentStage(app, c.name, config=c) for c in selected}
+    for stage in stages.values():  # each warning once, as an annotation on the stack (or manifest) it concerns
+        annotate_warnings(stage.config, environment=stage.platform, endpoints=stage.endpoints.manifests,
+                          endpoint_fallback=stage.endpoints)
     # Last: the pipeline deploys these very stages, and CDK Pipelines synthesizes each stage as it is added.
     if pipeline is not None:
         PipelineStack(app, PIPELINE_ID, config=pipeline, stages=[stages[n] for n in pipeline.order],
@@ -106,9 +114,10 @@ def pipeline_environments(config_dir: Path | None, selected: Sequence[Environmen
 
 
 def print_warnings(configs: Iterable[EnvironmentConfig]) -> None:
-    """One ``warning:`` line per configuration warning, on stderr (synthesis goes on)."""
+    """One ``warning:`` line per configuration warning (the environment's and its endpoints'), each once, on stderr:
+    ``warning: <file>: <field path>: <value>: <what to do>`` (synthesis goes on)."""
     for config in configs:
-        for warning in config.warnings():
+        for warning in environment_warnings(config):
             print(f"warning: {warning.render(config.source)}", file=sys.stderr)
 
 
@@ -161,7 +170,6 @@ def main(project_root: Path | None = None) -> int:
         launched_by_cli = any(v in os.environ for v in ("CDK_CONTEXT_JSON", "CONTEXT_OVERFLOW_LOCATION"))
         app, stages = build_app(project_root=root,
                                 context=None if launched_by_cli else cdk_json_context(root))
-        print_warnings(stage.config for stage in stages.values())
         assembly = app.synth()
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -175,6 +183,11 @@ def main(project_root: Path | None = None) -> int:
     errors = synthesis_errors(assembly) + validation_failures(assembly.directory) + template_limit_issues(assembly)
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
+    # The warnings of an accepted configuration (a refused one prints its errors only). Under the CDK CLI they are
+    # annotations, which the CLI shows for the stacks it selects (`cdk deploy "dev/*"`, `cdk synth '**'`; make synth's
+    # --check printed them): printed here too they would show twice.
+    if not errors and not launched_by_cli:
+        print_warnings(stage.config for stage in stages.values())
     return 1 if errors else 0
 
 
@@ -220,6 +233,7 @@ def check(project_root: Path | None = None) -> int:
         print(f"error: {line}", file=sys.stderr)
     if errors:
         return 1
+    print_warnings(selected)  # each once, of an accepted configuration: the check runs no CDK CLI to show annotations
     print(f"configuration ok: {', '.join(c.name for c in selected)} (synthesized and validated, nothing written)")
     return 0
 

@@ -107,7 +107,11 @@ def test_example_synthesis_has_guardrail_reports_and_no_errors(synthesized_examp
     report = json.loads((synthesized_example / "validation-report.json").read_text())
     # THEN the guardrails ran (non-empty plugin reports) and found nothing unacknowledged
     assert {p["pluginName"] for p in report["pluginReports"]} >= {"AwsSolutions", "HyperPodDpd"}
-    assert [v for p in report["pluginReports"] for v in p["violations"]] == []
+    violations = [v for p in report["pluginReports"] for v in p["violations"]]
+    # but the configuration's own warnings, which are annotations and so warning-level entries of the report
+    # (acknowledgeable: test_example_synthesis_shows_the_toolkits_warnings_as_annotations)
+    assert [v for v in violations if not v["ruleName"].startswith("Annotation::hpdpd:config:")] == []
+    assert {v["severity"] for v in violations} <= {"warning"}
     # AND no stack carries an error annotation
     manifest = json.loads((synthesized_example / "manifest.json").read_text())
     errors = [entry for artifact in manifest["artifacts"].values()
@@ -115,6 +119,24 @@ def test_example_synthesis_has_guardrail_reports_and_no_errors(synthesized_examp
               if entry.get("type") == "aws:cdk:error"]
     assert errors == []
     assert "missing" not in manifest
+
+
+def test_example_synthesis_shows_the_toolkits_warnings_as_annotations(synthesized_example: Path) -> None:
+    # GIVEN the example's configuration, whose environment warns (no container log group for the buffer-overflow
+    # alarm: a warning outside production)
+    manifest = json.loads((synthesized_example / "manifest.json").read_text())
+    artifact = manifest["artifacts"]["Serving"]
+    entries = dict(artifact.get("metadata", {}))
+    if "additionalMetadataFile" in artifact:  # where this aws-cdk-lib writes a stack's metadata
+        entries.update(json.loads((synthesized_example / artifact["additionalMetadataFile"]).read_text()))
+    # THEN the consumer's `cdk synth` shows it: a warning annotation on the platform construct, with the file, the field
+    # and the id that acknowledges it
+    warnings = [(path, entry["data"]) for path, items in entries.items() for entry in items
+                if entry["type"] == "aws:cdk:warning" and "[ack: hpdpd:config:" in entry["data"]]
+    [(path, data)] = warnings
+    assert path == "/Serving/Dpd"
+    assert data.startswith("config/ml-dev.yaml: operator.observability.logging: false: "), data
+    assert data.endswith(" [ack: hpdpd:config:operator.observability.logging]"), data
 
 
 def test_plan_runs_from_the_fresh_venv(installed: Installed) -> None:

@@ -234,8 +234,15 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.75  # DPD tuning table; higher leaves more KV
 DEFAULT_HEALTH_CHECK_PATH = "/health"  # vLLM's route; the CRD default /ping does not exist in vLLM
 PAYOFF_MIN_PARAMETERS_BILLION = 70  # "dense models of 70B+ parameters"
 KVAWARE_INVOCATION_PATHS = ("completions", "v1/completions")  # kvaware does not support chat completions
+# The kvaware version matrix of the "KV caching and intelligent routing" page
+# (docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-caching-routing): operator >= 3.1.3
+# (add-on v1.2.1-eksbuild.1) with LMCache >= 0.4.3 and vLLM >= 0.19.1; older operators pair with LMCache 0.3.9post2 and
+# vLLM 0.11.1. DPD needs operator 3.2 anyway (DPD_MINIMUM_OPERATOR), so the image's versions are what can fall short.
 KVAWARE_MIN_VLLM = "0.19.1"
-DOCUMENTED_IMAGE_VLLM = "0.19.0"  # what both documented DPD images ship
+KVAWARE_MIN_LMCACHE = "0.4.3"
+# What both documented DPD images ship (the DPD page, sagemaker-hyperpod-model-deployment-dpd: "LMCache 0.4.3, vLLM
+# 0.19.0, NIXL 1.0.0"): so kvaware is known not to run on them (0.19.0 < 0.19.1).
+DOCUMENTED_IMAGE_VLLM = "0.19.0"
 # Flags the toolkit derives from typed fields; setting them in free-form args would desynchronise GPU requests.
 MANAGED_VLLM_FLAGS = ("--model", "--host", "--port", "--tensor-parallel-size")
 # The router Service the operator creates per IEC, in its namespace: <iec>-<namespace>-routing-service:443.
@@ -270,3 +277,29 @@ def image_lmcache_version(image: str) -> str | None:
         return DOCUMENTED_IMAGE_LMCACHE
     match = _LMCACHE_IMAGE_TAG.fullmatch(image)
     return match.group(1) if match else None
+
+
+def image_vllm_version(image: str) -> str | None:
+    """The vLLM version ``image`` ships, when the catalogue says (the documented DPD images); None when unknown. An
+    lmcache/vllm-openai tag names the LMCache release, not vLLM's, so no tag is read for it."""
+    return DOCUMENTED_IMAGE_VLLM if image in DPD_WORKER_IMAGES else None
+
+
+# A release version of vLLM or LMCache as the projects tag them: MAJOR.MINOR.PATCH, optionally a post release
+# ("0.3.9post2" in the kvaware matrix above, "0.3.9.post2" in PEP 440 spelling). Pre-releases (rc, dev) are not
+# accepted: whether one has what its final release adds is unknown, so it cannot lift a version gate.
+COMPONENT_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:\.?post(\d+))?")
+
+
+def component_version_key(version: str) -> tuple[int, int, int, int]:
+    """``"0.19.1"`` -> ``(0, 19, 1, 0)``, ``"0.3.9post2"`` -> ``(0, 3, 9, 2)``; ``ValueError`` for another form."""
+    match = COMPONENT_VERSION.fullmatch(version)
+    if match is None:
+        raise ValueError(f"{version!r} is not a release version like '0.19.1'")
+    major, minor, patch, post = match.groups()
+    return int(major), int(minor), int(patch), int(post or 0)
+
+
+def at_least(version: str, minimum: str) -> bool:
+    """Whether component release ``version`` is ``minimum`` or later."""
+    return component_version_key(version) >= component_version_key(minimum)

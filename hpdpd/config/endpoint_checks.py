@@ -1,6 +1,8 @@
 """Cross-field checks of a DPD endpoint (:class:`~hyperpod_dpd.config.endpoints.EndpointConfig`), on its own and
 against the environment: the operator's CRD has no CEL rules, so bad combinations would otherwise surface only at
-deploy time. :func:`endpoint_issues` returns errors; :func:`endpoint_warnings` returns valid but doubtful choices."""
+deploy time. :func:`endpoint_issues` returns errors, among them every choice the endpoint's image or operator release is
+known not to run (hyperpod_dpd.config.endpoint_image); :func:`endpoint_warnings` returns valid but doubtful choices, which
+may work; :func:`environment_warnings` gathers an environment's, each once and with its full field path."""
 
 from __future__ import annotations
 
@@ -12,25 +14,20 @@ from hyperpod_dpd.catalogue.limits import S3_KEY_MAX_BYTES, S3_PREFIX_MAX_BYTES
 from hyperpod_dpd.catalogue.models import model_by_name
 from hyperpod_dpd.catalogue.namespaces import DEFAULT_NAMESPACE, RESERVED_NAMESPACES
 from hyperpod_dpd.catalogue.operator import (
-    DOCUMENTED_IMAGE_VLLM,
     DPD_FIXED_ENVIRONMENT,
     DPD_ROLES,
-    DPD_WORKER_IMAGES,
     IEC_EXTENSION_FIELDS,
     KVAWARE_INVOCATION_PATHS,
-    KVAWARE_MIN_VLLM,
-    LMCACHE_MULTIPROCESS_MINIMUM,
     MANAGED_VLLM_FLAGS,
     MAX_DECODE_REPLICAS,
     PAYOFF_MIN_PARAMETERS_BILLION,
     PD_BUFFER_SIZE_VARIABLE,
     ROUTER_SERVICE_SUFFIX,
-    image_lmcache_version,
-    release_key,
     supports,
 )
 from hyperpod_dpd.config.base import join
 from hyperpod_dpd.config.capacity import ratio_issues, role_capacity_issues
+from hyperpod_dpd.config.endpoint_image import image_issues, image_warnings
 from hyperpod_dpd.config.endpoint_pods import (
     BLOCKING_EFFECTS,
     TOLERATIONS_RELEASE,
@@ -123,11 +120,8 @@ def _local_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
             yield Issue(join(path, f"{role}.replicas"), config.replicas,
                         f"must be between autoscaling.min_replicas ({scaling.min_replicas}) and "
                         f"max_replicas ({scaling.max_replicas})")
-    lmcache = image_lmcache_version(e.worker_image)
-    if e.lmcache and e.lmcache.mode == "MultiProcess" and lmcache and _older(lmcache, LMCACHE_MULTIPROCESS_MINIMUM):
-        yield Issue(join(path, "lmcache.mode"), "MultiProcess",
-                    f"needs LMCache {LMCACHE_MULTIPROCESS_MINIMUM} or later, but {e.worker_image} ships LMCache "
-                    f"{lmcache}; use mode 'InProcess', or an image with LMCache {LMCACHE_MULTIPROCESS_MINIMUM} or later")
+    if prefill_image == decode_image:  # one image (else refused above): what it cannot run is refused too
+        yield from image_issues(e, path)
     gpu_memory = (e.instance.gpu.memory_gib if e.instance.gpu else 0) * 1024**3
     if e.pd_buffer_size >= gpu_memory:
         yield Issue(join(path, "pd_buffer_size"), e.pd_buffer_size,
@@ -286,18 +280,23 @@ def _groups(taints: list[GroupTaint]) -> tuple[str, bool]:
     return f"instance group{'' if one else 's'} {described}", one
 
 
-def _older(version: str, minimum: str) -> bool:
-    return release_key(version) < release_key(minimum)
-
-
 def _nodes(count: int) -> str:
     return "nodes" if count == 0 else "1 node" if count == 1 else f"{count} nodes"
 
 
 # -- warnings ------------------------------------------------------------------------------------------------------------
 
-def endpoint_warnings(e: EndpointConfig) -> list[Issue]:
-    """Valid but doubtful choices, where the docs say DPD will not pay off or may not work."""
+def environment_warnings(root: Any) -> list[Issue]:
+    """Every warning of environment ``root``, each once: its own (``root.warnings()``) and each endpoint's under
+    ``endpoints[<i>]``. Printed by ``--check`` and ``python app.py``, and the CDK annotations of an app
+    (hyperpod_dpd.infra.config_warnings)."""
+    found = [*root.warnings(), *(w for i, e in enumerate(root.endpoints) for w in e.warnings(f"endpoints[{i}]"))]
+    return list(dict.fromkeys(found))  # Issue is a frozen dataclass: the same path and message count once
+
+
+def endpoint_warnings(e: EndpointConfig, path: str = "") -> list[Issue]:
+    """Valid but doubtful choices, where the docs say DPD will not pay off or may not work: each may still run, so
+    none is refused (what the image or the operator cannot run is an error of :func:`endpoint_issues`)."""
     found: list[Issue] = []
     known = model_by_name(e.model.name)
     billions = e.model.parameters_billion or (known.parameters / 1e9 if known else None)
@@ -314,19 +313,7 @@ def endpoint_warnings(e: EndpointConfig) -> list[Issue]:
         found.append(Issue("max_model_len", e.max_model_len,
                            f"is below routing.threshold ({threshold}): no prompt reaches the threshold, so no "
                            "request is ever disaggregated"))
-    image = e.worker_image
-    if not is_unresolved(image) and image not in DPD_WORKER_IMAGES:
-        found.append(Issue("image", image,
-                           "is not a documented DPD image (it must ship LMCache, NIXL and the EFA libfabric "
-                           f"provider); documented: {', '.join(DPD_WORKER_IMAGES)}"))
-    elif e.routing.strategy == "kvaware":
-        found.append(Issue("routing.strategy", "kvaware",
-                           f"needs vLLM >= {KVAWARE_MIN_VLLM}, but the documented DPD images ship vLLM "
-                           f"{DOCUMENTED_IMAGE_VLLM}"))
-    if e.lmcache and e.lmcache.mode == "MultiProcess" and image_lmcache_version(image) is None:
-        found.append(Issue("lmcache.mode", "MultiProcess",
-                           f"needs LMCache {LMCACHE_MULTIPROCESS_MINIMUM} or later; hyperpod-dpd cannot tell which "
-                           f"LMCache {image} ships: check it, or use mode 'InProcess'"))
+    found.extend(image_warnings(e, ""))  # kvaware and MultiProcess on an image that cannot run them: endpoint_issues
     # The router NetworkPolicy admits the VPC's addresses, where the operator's load balancer (and so a SageMaker
     # endpoint) sends from (k8s.router.load_balancer_cidrs), so a SageMaker endpoint needs no router.allowed_cidrs.
     problem = public_cidrs_problem(e.router.allowed_cidrs)
@@ -334,4 +321,4 @@ def endpoint_warnings(e: EndpointConfig) -> list[Issue]:
         found.append(Issue("router.allowed_cidrs", list(e.router.allowed_cidrs),
                            f"the router NetworkPolicy admits the internet: {problem}; list the load balancer's or "
                            "clients' ranges (e.g. the VPC CIDR)"))
-    return found
+    return [Issue(join(path, w.path), w.value, w.message) for w in found]

@@ -33,7 +33,7 @@ from hyperpod_dpd.catalogue.operator import (
 from hyperpod_dpd.catalogue.operator import router_host as operator_router_host
 from hyperpod_dpd.catalogue.operator import router_service as operator_router_service
 from hyperpod_dpd.config.alerts import SloConfig
-from hyperpod_dpd.config.base import AvailabilityZone, Model
+from hyperpod_dpd.config.base import AvailabilityZoneRef, Model
 from hyperpod_dpd.config.capacity import ReplicaRatio
 from hyperpod_dpd.config.endpoint_autoscaling import AutoScalingConfig
 from hyperpod_dpd.config.endpoint_checks import (
@@ -44,6 +44,7 @@ from hyperpod_dpd.config.endpoint_checks import (
 from hyperpod_dpd.config.endpoint_checks import (
     managed_flag_issues as managed_flag_issues,  # re-exported: k8s/ imports it from here
 )
+from hyperpod_dpd.config.endpoint_image import ImageVersions
 from hyperpod_dpd.config.endpoint_model import (  # re-exported: the model source classes were defined here
     FsxSource as FsxSource,
 )
@@ -146,7 +147,7 @@ class RoutingConfig(Model):
 class TopologyConfig(Model):
     """Placement of both roles; ``sameAZ`` is always on (EFA KV transfer needs one AZ)."""
 
-    availability_zone: AvailabilityZone | None = None
+    availability_zone: AvailabilityZoneRef | None = None  # the GPU zone, by name or ID (rendered by name only)
     placement_group: PlacementGroupName | None = None
 
 
@@ -196,6 +197,8 @@ class EndpointConfig(Model):
     model: ModelConfig
     instance_type: str
     image: str = DEFAULT_WORKER_IMAGE
+    # What an image of the user's own ships, for the checks gated on it (kvaware, lmcache.mode): endpoint_image.
+    image_versions: ImageVersions | None = None
     tensor_parallel_size: int | None = Field(default=None, ge=1)
     max_model_len: int | None = Field(default=None, ge=1)
     gpu_memory_utilization: float = Field(default=DEFAULT_GPU_MEMORY_UTILIZATION, gt=0, le=1)
@@ -375,9 +378,10 @@ class EndpointConfig(Model):
         """Errors; ``root`` is the environment (or ``None`` for an endpoint built in Python without one)."""
         return endpoint_issues(self, root, path)
 
-    def warnings(self) -> list[Issue]:
-        """Valid but doubtful choices, where the docs say DPD will not pay off or may not work."""
-        return endpoint_warnings(self)
+    def warnings(self, path: str = "") -> list[Issue]:
+        """Valid but doubtful choices, where the docs say DPD will not pay off or may not work, under ``path``
+        (``endpoints[0]`` in an environment); what the endpoint cannot run is an error of :meth:`issues`."""
+        return endpoint_warnings(self, path)
 
 
 def parse_endpoint(data: Mapping[str, Any], *, source: str = "endpoint") -> EndpointConfig:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +10,6 @@ import pytest
 
 from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.config.network import CreateVpc, ExistingSubnet, ExistingVpc, NetworkConfig
-from hyperpod_dpd.errors import ConfigWarning
 from hyperpod_dpd.k8s import defaults
 from hyperpod_dpd.k8s.router import EndpointRouter, load_balancer_cidrs
 
@@ -121,9 +119,10 @@ def test_worker_policy_admits_the_router_namespace_the_other_role_and_metrics(pl
 
 def test_kvaware_routing_opens_the_lmcache_controller_port_of_the_router(
         synth: Callable[..., list[Manifest]], make_endpoint: Callable[..., EndpointConfig], find: Find) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConfigWarning)  # kvaware on the documented images
-        endpoint = make_endpoint(namespace="llm", routing={"strategy": "kvaware"}, invocation_path="v1/completions")
+    # kvaware on an image that states the vLLM and LMCache it needs (the documented images' vLLM is too old)
+    endpoint = make_endpoint(namespace="llm", routing={"strategy": "kvaware"}, invocation_path="v1/completions",
+                             image="123456789012.dkr.ecr.us-west-2.amazonaws.com/vllm-dpd:0.19.1",
+                             image_versions={"vllm": "0.19.1", "lmcache": "0.4.3"})
     manifests = _router(synth, endpoint)
     router = find(manifests, "NetworkPolicy", "llama-llm-router")["spec"]
     assert {"from": [{**_namespace("llm"), "podSelector": DPD_PODS}],

@@ -7,7 +7,6 @@ subnet 10.1.0.0/16 (HyperPod nodes and their pods), the EKS Service CIDR 172.20.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +14,6 @@ import pytest
 
 from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE, OBSERVABILITY_NAMESPACE
 from hyperpod_dpd.config.endpoints import EndpointConfig
-from hyperpod_dpd.errors import ConfigWarning
 from hyperpod_dpd.k8s import defaults
 from hyperpod_dpd.k8s.router import EndpointRouter
 from hyperpod_dpd.ops.netpol import Cluster, ContainerPort, External, Flow, Pod
@@ -37,10 +35,11 @@ def endpoint(make_endpoint: Callable[..., EndpointConfig]) -> EndpointConfig:
 
 @pytest.fixture(scope="module")
 def kvaware(make_endpoint: Callable[..., EndpointConfig]) -> EndpointConfig:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConfigWarning)  # kvaware on the documented images warns about vLLM
-        return make_endpoint(namespace="llm", routing={"strategy": "kvaware"}, invocation_path="v1/completions",
-                             router={"client_namespaces": ["llm", "apps"]})
+    # kvaware on an image that states the vLLM and LMCache it needs (the documented images' vLLM is too old)
+    return make_endpoint(namespace="llm", routing={"strategy": "kvaware"}, invocation_path="v1/completions",
+                         router={"client_namespaces": ["llm", "apps"]},
+                         image="123456789012.dkr.ecr.us-west-2.amazonaws.com/vllm-dpd:0.19.1",
+                         image_versions={"vllm": "0.19.1", "lmcache": "0.4.3"})
 
 
 @pytest.fixture(scope="module")

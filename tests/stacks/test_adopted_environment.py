@@ -46,7 +46,8 @@ def test_it_synthesizes_without_errors_and_passes_the_guardrails_and_cfn_lint(ad
     assert errors == []
     report = validation_report(synthesized.outdir)
     assert {p["pluginName"] for p in report["pluginReports"]} >= {"AwsSolutions", "HyperPodDpd"}
-    assert report_violations(report) == []
+    # (but the configuration's own warnings, annotations and so warning-level entries: tests/stacks/test_warnings.py)
+    assert [v for v in report_violations(report) if not v[1].startswith("Annotation::hpdpd:config:")] == []
     assert set(synthesized.templates) == {(ENV, "network"), (ENV, "platform"), (ENV, "endpoints")}
     assert cfn_lint_findings(synthesized.templates, {ENV: "us-west-2"}) == []
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from hyperpod_dpd.config import load_environment
+from hyperpod_dpd.config.endpoint_checks import environment_warnings
 from hyperpod_dpd.config.pipeline import load_pipeline
+from hyperpod_dpd.infra.config_warnings import warning_id
 from hyperpod_dpd.stacks.application import cdk_json_context
 from tests.paths import ROOT
 from tests.validators import cfn_lint_findings, report_violations, validation_report
@@ -49,8 +52,25 @@ def test_cdk_validation_report_has_no_unacknowledged_findings(synthesized) -> No
     pipeline = load_pipeline()
     roleless = sorted(p.name for p in pipeline.environments if p.checks_role_arn is None
                       and pipeline.trusted_environment(load_environment(p.name)).checks_role_trust is None)
-    assert sorted(report_violations(report)) == [
+    # ... and the configuration's warnings, each once as an annotation on the stack or manifest it concerns
+    # (tests/stacks/test_warnings.py): warning-level, acknowledgeable, never an error
+    config_warnings = sorted(v for v in report_violations(report) if v[1].startswith("Annotation::hpdpd:config:"))
+    assert config_warnings == _config_warning_annotations()
+    assert sorted(v for v in report_violations(report) if v not in config_warnings) == [
         ("Construct Annotations", "Annotation::hpdpd:no-checks-role", [f"pipeline/Checks-{name}"]) for name in roleless]
+
+
+def _config_warning_annotations() -> list[tuple[str, str, list[str]]]:
+    """What the fixture environments' warnings become: an annotation each, the environment's on its platform stack,
+    an endpoint's on its manifest (infra/config_warnings.py)."""
+    found = []
+    for name in ("dev", "staging", "prod"):
+        config = load_environment(name)
+        for warning in environment_warnings(config):
+            match = re.fullmatch(r"endpoints\[(\d+)\]\..+", warning.path)
+            where = f"{name}/Endpoints/Endpoint-{config.endpoints[int(match[1])].name}" if match else f"{name}/Platform"
+            found.append(("Construct Annotations", f"Annotation::{warning_id(warning.path)}", [where]))
+    return sorted(found)
 
 
 def _run_app(config_dir: Path, outdir: Path) -> subprocess.CompletedProcess[str]:
@@ -94,6 +114,10 @@ def test_app_py_run_directly_applies_the_cdk_json_flags(tmp_path: Path) -> None:
     manifest = json.loads((tmp_path / "out" / "assembly-dev" / "manifest.json").read_text())
     assert {a["displayName"] for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"} == {
         "dev/Network", "dev/Platform", "dev/Endpoints"}
+    # AND with no CDK CLI to show the annotations, it prints each configuration warning once, on one line
+    dev = load_environment("dev")
+    assert [line for line in result.stderr.splitlines() if line.startswith("warning:")] == [
+        f"warning: {w.render(dev.source)}" for w in environment_warnings(dev)]
 
 
 def _app_with_an_error_annotation(outdir: Path) -> Any:

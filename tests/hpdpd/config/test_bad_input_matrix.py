@@ -184,7 +184,10 @@ MATRIX: dict[str, tuple[Mutation, str, str, str]] = {
     "endpoint name with capitals": (_set(f"{E}.name", "Llama70B"), "endpoints[0].name", "'Llama70B'", ""),
     "endpoint on a missing instance group": (_set(f"{E}.prefill.instance_group", "gpu"), "endpoints[0].prefill.instance_group",
                                              "'gpu'", "is not an instance group"),
-    "kvaware on the chat API": (_both(_set(f"{E}.routing.strategy", "kvaware"), _set(f"{E}.invocation_path", "v1/chat/completions")),
+    # on an image that states the versions kvaware needs: the path alone is wrong (test_known_bad.py: the versions)
+    "kvaware on the chat API": (_both(_set(f"{E}.routing.strategy", "kvaware"), _set(f"{E}.invocation_path", "v1/chat/completions"),
+                                      _set(f"{E}.image", "123456789012.dkr.ecr.us-west-2.amazonaws.com/vllm-dpd:0.19.1"),
+                                      _set(f"{E}.image_versions", {"vllm": "0.19.1", "lmcache": "0.4.3"})),
                                 "endpoints[0].invocation_path", "'v1/chat/completions'", "supports only the completions API"),
     "hash seed overridden": (_set(f"{E}.environment", {"PYTHONHASHSEED": "1"}), "endpoints[0].environment.PYTHONHASHSEED",
                              "'1'", "'0'"),

@@ -157,13 +157,14 @@ def test_multiprocess_needs_lmcache_0_5_which_the_documented_images_do_not_ship(
     assert str(raised.value) == (
         "endpoint: lmcache.mode: 'MultiProcess': needs LMCache 0.5.0 or later, but "
         "public.ecr.aws/deep-learning-containers/vllm:server-hyperpod-cuda-v1.1 ships LMCache 0.4.3; use mode "
-        "'InProcess', or an image with LMCache 0.5.0 or later")
+        "'InProcess', or an image with LMCache 0.5.0 or later and image_versions.lmcache saying so "
+        "(image_versions: {lmcache: \"0.5.0\"})")
 
 
-def test_multiprocess_on_an_image_whose_lmcache_is_unknown_is_a_warning() -> None:
-    endpoint = parse_endpoint({**MINIMAL, "image": "example.com/vllm:custom", "lmcache": {"mode": "MultiProcess"}})
-    [warning] = [w for w in endpoint.warnings() if w.path == "lmcache.mode"]
-    assert "cannot tell which LMCache example.com/vllm:custom ships" in warning.message
+def test_multiprocess_on_an_image_whose_lmcache_is_unknown_is_refused() -> None:
+    # GIVEN an image of one's own whose LMCache nobody states WHEN it runs MultiProcess THEN refused (fail safe)
+    with pytest.raises(ConfigError, match="cannot tell which LMCache example.com/vllm:custom ships"):
+        parse_endpoint({**MINIMAL, "image": "example.com/vllm:custom", "lmcache": {"mode": "MultiProcess"}})
 
 
 def test_multiprocess_on_an_lmcache_0_5_image_is_accepted_without_an_lmcache_warning() -> None:

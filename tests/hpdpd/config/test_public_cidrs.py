@@ -148,7 +148,7 @@ def test_production_keeps_a_router_restricted_to_the_vpc(write_config: Callable[
 def test_another_environment_renders_a_public_router_with_a_warning(write_config: Callable[..., Path]) -> None:
     # GIVEN dev's endpoint admitting all of IPv4 to its router
     env = load_environment("dev", write_config(_router_cidrs(["0.0.0.0/0"])))
-    # WHEN its warnings are read (the charts raise them as ConfigWarning when they render)
+    # WHEN its warnings are read
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         found = [w for w in env.endpoints[0].warnings() if w.path == "router.allowed_cidrs"]
