@@ -101,12 +101,17 @@ lock:
 
 # The configuration is checked before cdk.out is touched, and the new assembly replaces the old one only once it
 # synthesized without errors: a typo never destroys the last good output.
+# --check prints each configuration warning once; the CDK CLI writes every stage's assembly either way and, selecting
+# the top-level stacks only, does not show the stage stacks' annotations again. It ends every synthesis of other than
+# exactly one stack with "Successfully synthesized to <dir>" and "Supply a stack id (...)" (aws-cdk 2.1148.1,
+# lib/cli/cdk-toolkit.js, synth(): no flag turns them off, '**' only lengthens the list), so its stderr drops those
+# two lines and the blank line before them (the assembly moves to cdk.out next anyway); pipefail keeps its exit status.
 synth: setup
 	$(PY) -m hyperpod_dpd.stacks.application --check
 	rm -rf .cache/cdk.out.next
-	cdk synth --quiet --output .cache/cdk.out.next
+	set -o pipefail; { cdk synth --quiet --output .cache/cdk.out.next 2>&1 1>&3 | { grep -v -e '^$$' -e '^Successfully synthesized to ' -e '^Supply a stack id (' || true; } >&2; } 3>&1
 	rm -rf cdk.out && mv .cache/cdk.out.next cdk.out
-	$(PY) -m hyperpod_dpd.k8s.gitops --out dist/k8s
+	$(PY) -m hyperpod_dpd.k8s.gitops --out $(or $(GITOPS_OUT),dist/k8s)
 	$(PY) -m hyperpod_dpd.monitoring.export --out dist/grafana
 	$(PY) -m hyperpod_dpd.synth_summary cdk.out
 
@@ -120,7 +125,7 @@ test: setup setup-checkov setup-system
 	if wait $$typecheck; then tail -1 .cache/typecheck.log; else cat .cache/typecheck.log; exit 1; fi; exit $$tests
 
 checkov: synth setup-checkov
-	BC_SKIP_MAPPING=TRUE $(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -d cdk.out -d dist/k8s --output cli
+	BC_SKIP_MAPPING=TRUE $(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -d cdk.out -d $(or $(GITOPS_OUT),dist/k8s) --output cli
 
 lint: setup
 	$(PY) -m ruff check .

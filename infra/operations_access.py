@@ -160,14 +160,17 @@ class OperationsAccess(Construct):
             the entry takes the role's ARN attribute, so it is created after the role (the toolkit's checks role).
         kubernetes_version: the cluster's version, to validate the manifests with ``kubernetes-validate``.
         after: what the manifest must wait for: the inference add-on (its CRD and ``hyperpod-inference-system``).
+        apply_rbac: apply the RBAC (:func:`cluster_manifests`) as a ``KubernetesManifest``. False with
+            ``delivery.endpoints: gitops``: the GitOps tree carries it (hyperpod_dpd.k8s.gitops), and the access
+            entries, which are AWS resources a controller cannot create, stay here.
 
     At least one principal or role. Attributes: ``entries`` (principal ARN -> ``CfnAccessEntry``), ``manifest`` (the
-    RBAC ``KubernetesManifest``).
+    RBAC ``KubernetesManifest``, None without ``apply_rbac``).
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, principals: Sequence[str] = (),
                  roles: Mapping[str, iam.IRole] | None = None, kubernetes_version: str,
-                 after: Sequence[IConstruct] = ()) -> None:
+                 after: Sequence[IConstruct] = (), apply_rbac: bool = True) -> None:
         owned = dict(roles or {})
         unique = tuple(p for p in dict.fromkeys(principals) if p not in owned)
         if not unique and not owned:
@@ -181,10 +184,12 @@ class OperationsAccess(Construct):
             principal: eks.CfnAccessEntry(self, principal_id(principal, "Operations"), cluster_name=cluster.cluster_name,
                                           principal_arn=value, type="STANDARD", kubernetes_groups=[OPERATIONS_GROUP])
             for principal, value in arns.items()}
-        self.manifest = eks.KubernetesManifest(self, "Rbac", cluster=cluster, manifest=manifests, overwrite=True,
-                                               prune=True)
-        for dependency in after:
-            self.manifest.node.add_dependency(dependency)
+        self.manifest: eks.KubernetesManifest | None = None
+        if apply_rbac:
+            self.manifest = eks.KubernetesManifest(self, "Rbac", cluster=cluster, manifest=manifests, overwrite=True,
+                                                   prune=True)
+            for dependency in after:
+                self.manifest.node.add_dependency(dependency)
 
 
 def bind_namespace(scope: Construct, id: str, *, cluster: eks.ICluster, namespace: str, kubernetes_version: str,

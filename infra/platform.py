@@ -13,6 +13,7 @@ apart. Construct ids inside them are part of the logical ids of deployed resourc
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra.buckets import access_logs_bucket
 from hyperpod_dpd.infra.checks_role import ChecksRole, ChecksRoleGrants, CheckTargets
 from hyperpod_dpd.infra.checks_runner import ChecksRunner
+from hyperpod_dpd.infra.config_warnings import annotate_warnings
 from hyperpod_dpd.infra.efa_network import EfaNetwork
 from hyperpod_dpd.infra.eks_cluster import HyperPodEksCluster
 from hyperpod_dpd.infra.feature_flags import FEATURE_FLAGS
@@ -45,7 +47,8 @@ def removal_policy(config: EnvironmentConfig) -> cdk.RemovalPolicy:
 
 
 def availability_zones(config: EnvironmentConfig) -> list[str]:
-    """The availability zones the configuration names (created VPC's zones, or the adopted subnets' zones)."""
+    """The availability zone *names* the configuration gives (created VPC's zones, or the adopted subnets' zones, and
+    the GPU zone when it is a name): a GPU zone given as an AZ ID is not a name, and the context below holds names."""
     return list(config.network.availability_zones)
 
 
@@ -155,7 +158,8 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
         image_registries=node_registries(region=config.region, account=config.account, images=[
             e.role_image(role) for e in config.endpoints for role in ("prefill", "decode")]),
     )
-    hyperpod.add_karpenter_resources(eks_cluster.cluster)  # a NodeClass and NodePool per autoscaled group
+    if not config.delivery.gitops:  # gitops: the GitOps tree carries them (hpdpd/config/delivery.py)
+        hand_over(config, hyperpod.add_karpenter_resources(eks_cluster.cluster).values())  # NodeClass, NodePool
     operator = config.operator
     inference_operator = InferenceOperator(
         scope, "InferenceOperator",
@@ -189,7 +193,10 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
         scope, "OperationsAccess", cluster=eks_cluster.cluster, principals=eks_cfg.operations_principals,
         roles={config.checks_runner_role_arn: runner.role} if runner else None,
         kubernetes_version=eks_cfg.version, after=[inference_operator.resource],  # its CRD and namespace
+        apply_rbac=not config.delivery.gitops,  # gitops: the RBAC is in the GitOps tree, the access entries stay here
     ) if config.operations_roles else None
+    if operations is not None and operations.manifest is not None:
+        hand_over(config, [operations.manifest])
     return PlatformResources(logs, eks_cluster, dependencies, hyperpod, inference_operator, monitoring,
                              operations=operations, checks_role=checks_role, checks_runner=runner)
 
@@ -216,6 +223,29 @@ def build_checks_runner(scope: Construct, *, config: EnvironmentConfig, network:
         removal_policy=removal_policy(config), access_logs=access_logs)
 
 
+# A property of the kubectl handler's custom resource that it does not read (custom-resource-handlers/dist/aws-eks-v2/
+# kubectl-handler/apply/__init__.py reads ClusterName, Manifest, PruneLabel, Overwrite, SkipValidation only): set by
+# delivery.handover so that the deploy that adds DeletionPolicy Retain is a real update of every handed-over
+# resource, not a template change CloudFormation might skip [? whether a DeletionPolicy-only change is stored is not
+# stated by "DeletionPolicy attribute"]. An update keeps the physical id (custom-resources/lib/provider-framework/
+# runtime/framework.js, defaultPhysicalResourceId: Update returns req.PhysicalResourceId), so nothing is replaced.
+HANDOVER_PROPERTY = "HpdpdDeliveryHandover"
+
+
+def hand_over(config: EnvironmentConfig, manifests: Iterable[eks.KubernetesManifest]) -> None:
+    """With ``delivery.handover``: DeletionPolicy Retain on each manifest, so that switching the environment to
+    ``delivery.endpoints: gitops`` removes it from the template without the handler's ``kubectl delete``."""
+    if not config.delivery.handover:
+        return
+    for manifest in manifests:
+        resource = manifest.node.find_child("Resource")  # aws-eks-v2/lib/k8s-manifest.js: CustomResource "Resource"
+        assert isinstance(resource, cdk.CustomResource), manifest.node.path
+        resource.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        cfn = resource.node.default_child
+        assert isinstance(cfn, cdk.CfnResource), manifest.node.path
+        cfn.add_property_override(HANDOVER_PROPERTY, "retain")
+
+
 def build_endpoints(scope: Construct, *, config: EnvironmentConfig, eks_cluster: HyperPodEksCluster,
                     inference_operator: InferenceOperator) -> tuple[list[EndpointChart], dict[str, eks.KubernetesManifest]]:
     """One ``KubernetesManifest`` per endpoint chart (the IEC and its router resources), applied after the
@@ -225,9 +255,17 @@ def build_endpoints(scope: Construct, *, config: EnvironmentConfig, eks_cluster:
     the endpoint manifests depend on: removing an endpoint never deletes a namespace. With operations roles
     (``eks.operations_principals`` or the checks runner's role), each endpoint namespace also gets the operations
     RoleBinding (``Operations-<chart id>``), applied after the chart that creates the namespace.
+
+    With ``delivery.endpoints: gitops`` the charts are rendered (and validated) but no manifest is created: the
+    GitOps tree (hyperpod_dpd.k8s.gitops) carries those objects, and the stack keeps its placeholder. With
+    ``delivery.handover`` every manifest is retained (:func:`hand_over`).
     """
     app = cdk8s.App()
     charts = add_environment_charts(app, config, declare_namespaces=False)
+    if config.delivery.gitops:
+        for chart in charts:
+            chart.to_json()  # validated as in cdk mode: a bad endpoint fails synthesis, not the controller's sync
+        return charts, {}
     namespaces: dict[str, eks.KubernetesManifest] = {}
     for namespace_chart in add_namespace_charts(app, config):  # retained, never pruned: see NamespaceChart
         namespaces[namespace_chart.namespace_name] = eks.KubernetesManifest(
@@ -242,14 +280,16 @@ def build_endpoints(scope: Construct, *, config: EnvironmentConfig, eks_cluster:
         if chart.namespace in namespaces:
             manifest.node.add_dependency(namespaces[chart.namespace])
         manifests[chart.node.id] = manifest
+    hand_over(config, manifests.values())
     if config.operations_roles:  # the endpoint rules of the operations access, in each endpoint's namespace
         bound: set[str] = set()
         for chart in charts:
             namespace = chart.namespace or "default"
             if namespace not in bound:
                 bound.add(namespace)
-                bind_namespace(scope, f"Operations-{chart.node.id}", cluster=eks_cluster.cluster, namespace=namespace,
-                               kubernetes_version=config.eks.version, after=[manifests[chart.node.id]])
+                hand_over(config, [bind_namespace(
+                    scope, f"Operations-{chart.node.id}", cluster=eks_cluster.cluster, namespace=namespace,
+                    kubernetes_version=config.eks.version, after=[manifests[chart.node.id]])])
     return charts, manifests
 
 
@@ -262,7 +302,9 @@ class HyperPodDpdPlatform(Construct):
         config: a validated :class:`~hyperpod_dpd.config.EnvironmentConfig` (from ``load_environment`` or
             ``parse_environment``): the one typed props object. Its account and Region must match the stack's
             environment when the stack has a concrete one.
-        endpoints: also apply the configured endpoints' manifests. Default: True.
+        endpoints: also apply the configured endpoints' manifests. Default: True. With ``delivery.endpoints:
+            gitops`` in ``config`` no endpoint, operations RBAC or Karpenter manifest is created whatever this says:
+            the GitOps tree (``python -m hyperpod_dpd.k8s.gitops``, docs/gitops.md) carries them.
         checks_trusted_role_arn: create the checks runner ``hpdpd-<env>-checks`` inside the VPC (its role gets the
             operations access) and the checks role ``hpdpd-<env>-checks`` that starts it, trusted by this one role ARN
             only (docs/library.md). Default: none, unless ``config`` already carries a trust
@@ -305,6 +347,9 @@ class HyperPodDpdPlatform(Construct):
         if endpoints and config.endpoints:
             self.charts, self.endpoint_manifests = build_endpoints(
                 self, config=config, eks_cluster=self.eks, inference_operator=self.inference_operator)
+        # The configuration's warnings, each once, as annotations a consumer's `cdk synth` shows and acknowledges: an
+        # endpoint's on its manifest (on this construct without one), the environment's on this construct.
+        annotate_warnings(config, environment=self, endpoints=self.endpoint_manifests)
 
 
 def _check_environment(scope: Construct, config: EnvironmentConfig) -> None:

@@ -1,73 +1,80 @@
-"""Write every environment's Kubernetes manifests as plain YAML for GitOps (``dist/k8s/<env>/<endpoint>.k8s.yaml``).
+"""Write every environment's Kubernetes objects as a GitOps tree (``<out>/<env>/``, docs/gitops.md).
 
-    python -m hyperpod_dpd.k8s.gitops --out dist/k8s [--config-dir config] [--env dev ...]
+    python -m hyperpod_dpd.k8s.gitops --out DIR [--config-dir config] [--env dev ...]
 
-Each environment directory is rewritten from scratch, so an endpoint removed from the config disappears from Git
-too (and a pruning GitOps controller deletes it). Every manifest is schema-validated before anything is written.
+An environment with ``delivery.endpoints: gitops`` gets everything a controller applies in place of CDK (namespaces,
+operations RBAC, Karpenter node classes and pools, endpoints; a ``PrometheusRule`` beside them), ordered by Argo CD
+sync waves and built by the ``kustomization.yaml`` of its directory. One with ``cdk`` (the default) gets no
+directory a controller could apply, only its endpoints' manifests for review in ``DIR/_cdk/<env>/``: CDK applies
+them. The writer owns ``DIR`` through
+its marker file and deletes what it no longer renders (k8s/gitops_tree.py); every object is validated, and every
+environment rendered, before the first byte is written.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
-import cdk8s
-import yaml
-
-from hyperpod_dpd.config import EnvironmentConfig, load_all
+from hyperpod_dpd.config import EnvironmentConfig, list_environments, load_all
 from hyperpod_dpd.errors import HpdpdError
-from hyperpod_dpd.k8s.charts import add_environment_charts
+from hyperpod_dpd.k8s.gitops_render import CDK_REVIEW_DIR, SUFFIX, EnvironmentTree, endpoint_manifests, render_tree
+from hyperpod_dpd.k8s.gitops_tree import MARKER, GitOpsTreeError, WriteResult, write_tree
 
-SUFFIX = ".k8s.yaml"
+__all__ = ["CDK_REVIEW_DIR", "MARKER", "SUFFIX", "GitOpsTreeError", "main", "render_environment", "render_trees", "write_manifests"]
 
 
 def render_environment(config: EnvironmentConfig) -> dict[str, list[dict]]:
-    """``<endpoint name>`` -> validated manifests of that endpoint's chart."""
-    app = cdk8s.App()
-    return {chart.node.id: chart.to_json() for chart in add_environment_charts(app, config)}
+    """``<endpoint name>`` -> validated manifests of that endpoint's chart, its namespace included (what CDK applies
+    as the endpoint's manifest and its ``Namespace-<name>`` manifest)."""
+    return endpoint_manifests(config)
 
 
-def write_environment(config: EnvironmentConfig, out_dir: Path,
-                      rendered: dict[str, list[dict]] | None = None) -> list[Path]:
-    """Rewrite ``<out_dir>/<env>/`` from ``rendered`` (default: render and validate now, before touching it)."""
-    rendered = render_environment(config) if rendered is None else rendered
-    target = out_dir / config.name
-    target.mkdir(parents=True, exist_ok=True)
-    for stale in target.glob(f"*{SUFFIX}"):
-        stale.unlink()
-    written = []
-    for name, manifests in rendered.items():
-        path = target / f"{name}{SUFFIX}"
-        path.write_text(yaml.safe_dump_all(manifests, sort_keys=False), encoding="utf-8")
-        written.append(path)
-    return written
+def render_trees(configs: Sequence[EnvironmentConfig]) -> list[EnvironmentTree]:
+    """Every environment's files, all validated (the first problem raises) before any is written."""
+    return [render_tree(config) for config in configs]
 
 
-def write_manifests(out_dir: Path, configs: Sequence[EnvironmentConfig] | None = None) -> dict[str, list[Path]]:
-    """Write every environment (default: all of ``config/``); all are rendered before the first file is written."""
-    selected = list(configs) if configs is not None else load_all()
-    rendered = {c.name: render_environment(c) for c in selected}  # fail before writing anything
-    return {c.name: write_environment(c, out_dir, rendered[c.name]) for c in selected}
+def write_manifests(out_dir: Path, configs: Sequence[EnvironmentConfig] | None = None, *,
+                    known: Collection[str] | None = None) -> WriteResult:
+    """Write ``configs`` into ``out_dir``. ``known``: the names of every environment of the configuration, so that
+    the files of one removed or renamed are deleted (without it, other environments' files stay). Default: the
+    environments of the configuration directory, ``known`` included."""
+    if configs is None:
+        selected, known = load_all(), list_environments() if known is None else known
+    else:
+        selected = list(configs)
+    return write_tree(out_dir, render_trees(selected), known=known)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hyperpod_dpd.k8s.gitops", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("dist/k8s"), help="output directory (default: dist/k8s)")
+    parser.add_argument("--out", type=Path, default=Path("dist/k8s"),
+                        help=f"the tree's directory: empty, new, or one this writer owns (its marker {MARKER}); "
+                             "default: dist/k8s")
     parser.add_argument("--config-dir", type=Path, default=None,
                         help="configuration directory (default: $HPDPD_CONFIG_DIR, else ./config)")
-    parser.add_argument("--env", action="append", dest="envs", help="environment to write (repeatable; default: $HPDPD_ENVIRONMENTS, else all)")
+    parser.add_argument("--env", action="append", dest="envs",
+                        help="environment to write (repeatable; default: $HPDPD_ENVIRONMENTS, else all); the others "
+                             "keep their files")
     args = parser.parse_args(argv)
     try:
-        written = write_manifests(args.out, load_all(args.config_dir, args.envs))
+        configs = load_all(args.config_dir, args.envs)
+        result = write_manifests(args.out, configs, known=list_environments(args.config_dir))
     except HpdpdError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for env, paths in written.items():
-        print(f"{env}: {len(paths)} file(s) in {args.out / env}")
-        for path in paths:
-            print(f"  {path}")
+    except OSError as exc:  # a directory that cannot be created or written: one line, not a traceback
+        print(f"error: {args.out}: cannot write the GitOps tree ({exc.strerror or exc})", file=sys.stderr)
+        return 2
+    modes = {c.name: c.delivery.endpoints for c in configs}
+    for env, paths in result.written.items():
+        where = args.out / env if modes[env] == "gitops" else args.out / CDK_REVIEW_DIR / env
+        print(f"{env} (delivery.endpoints: {modes[env]}): {len(paths)} file(s) in {where}")
+    for path in result.deleted:
+        print(f"deleted {args.out / path} (no longer rendered)")
     return 0
 
 

@@ -21,6 +21,10 @@ class EndpointsStack(cdk.Stack):
     Kept apart from the platform stack so that endpoint changes (replicas, threshold, image) never touch the
     cluster stacks. With no endpoints it holds one placeholder (CloudFormation refuses an empty template), so the
     stack outlives its last endpoint and deleting that endpoint from the config deletes its objects.
+
+    With ``delivery.endpoints: gitops`` it holds the placeholder only, whatever the endpoints: a GitOps controller
+    applies them from the tree ``python -m hyperpod_dpd.k8s.gitops`` writes (docs/gitops.md), and the stack stays so
+    that switching back to ``cdk`` later needs no new stack.
     """
 
     def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, eks_cluster: HyperPodEksCluster,

@@ -34,6 +34,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
 from constructs import Construct
 
+from hyperpod_dpd.catalogue.versions import CDK_ASSETS_VERSION
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.config.pipeline import PipelineConfig, PromotionConfig
@@ -197,10 +198,28 @@ class EnvironmentChecks(Construct):
         deployed just before. Its budget per endpoint: the wait for the new generation, then the drain of the old one
         (``EndpointConfig.drain_seconds``, rounded up to minutes), then the runner's margin.
         """
+        if self._env.delivery.gitops:  # the controller owns the objects: it applies the new generation (served())
+            return None
         seconds = str(self._wait_seconds)
         return self._cluster_step("Rollout", lambda endpoint: (
             self._promotion.wait_timeout_minutes + math.ceil((endpoint.drain_seconds or 0) / 60),
             ("rollout", "promote", "--endpoint", endpoint.name, "--timeout", seconds, "--probe")))
+
+    def served(self) -> pipelines.CodeBuildStep | None:
+        """With ``delivery.endpoints: gitops``, after the deploy: per endpoint, wait (in the checks runner) until the
+        configured generation the controller applies from the GitOps tree is ready, then ``rollout status``, which
+        exits 1 unless the client Service serves it. The pipeline never promotes or re-points what the controller
+        owns (docs/gitops.md). None in cdk mode or without endpoints."""
+        if not self._env.delivery.gitops or not self._env.endpoints:
+            return None
+        seconds, wait = str(self._wait_seconds), self._promotion.wait_timeout_minutes
+        commands, minutes = [], SETUP_MARGIN_MINUTES
+        for endpoint in self._env.endpoints:
+            commands.append(self._remote(wait + REMOTE_MARGIN_MINUTES, "wait", "--for", "endpoint", "--endpoint",
+                                         endpoint.name, "--timeout", seconds))
+            commands.append(self._remote(REMOTE_MARGIN_MINUTES, "rollout", "status", "--endpoint", endpoint.name))
+            minutes += wait + 2 * REMOTE_MARGIN_MINUTES
+        return self._step("Served", commands, minutes=minutes)
 
     def _cluster_step(self, id: str, arguments: Callable[[EndpointConfig], tuple[int, tuple[str, ...]]],
                       before: Sequence[str] = ()) -> pipelines.CodeBuildStep | None:
@@ -245,6 +264,9 @@ class PipelineStack(cdk.Stack):
             cross_account_keys=any(by_name[n].config.account != config.account for n in config.order),
             enable_key_rotation=True,
             cli_version=cli_version,
+            # aws-cdk-lib's default is "latest" (hpdpd/catalogue/versions.py, CDK_ASSETS_VERSION): the asset steps
+            # install the release pinned in the catalogue instead.
+            cdk_assets_cli_version=CDK_ASSETS_VERSION,
             publish_assets_in_parallel=False,  # one action per asset type: stays under 50 actions per stage
             code_build_defaults=pipelines.CodeBuildOptions(
                 build_environment=codebuild.BuildEnvironment(build_image=BUILD_IMAGE),
@@ -281,9 +303,13 @@ class PipelineStack(cdk.Stack):
                 stack_steps.append(pipelines.StackSteps(stack=stage.endpoints, pre=[rollout]))
             verify = checks.verify()
             post: list[pipelines.Step] = [verify]
+            served = checks.served()  # gitops: what the controller applied, before the smoke prompts
+            if served is not None:
+                served.add_step_dependency(verify)
+                post.append(served)
             smoke = checks.smoke()
             if smoke is not None:
-                smoke.add_step_dependency(verify)
+                smoke.add_step_dependency(served or verify)
                 post.append(smoke)
             fabric = checks.kv_fabric()
             if fabric is not None:

@@ -13,24 +13,27 @@ from hyperpod_dpd.catalogue.regions import HYPERPOD_REGIONS
 from hyperpod_dpd.config.alerts import AlertsConfig
 from hyperpod_dpd.config.base import AccountId, Model, Region, join
 from hyperpod_dpd.config.capacity import shared_capacity_issues
+from hyperpod_dpd.config.delivery import DeliveryConfig
 from hyperpod_dpd.config.eks import EksConfig
 from hyperpod_dpd.config.eks_existing import partition_of
 from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.config.hyperpod import HyperPodConfig
+from hyperpod_dpd.config.identity import StackNamePrefix, default_stack_prefix
 from hyperpod_dpd.config.network import NetworkConfig
 from hyperpod_dpd.config.operator import InferenceOperatorConfig, ModelBucket
 from hyperpod_dpd.errors import ConfigError, Issue
 
 # The role the toolkit creates in each environment for the pipeline's check steps (infra/checks_role.py): an explicit
-# name, so the pipeline account can name it before it exists. IAM role names: 1-64 of [\w+=,.@-] (IAM CreateRole,
+# name, so the pipeline account can name it before it exists; <prefix> is the stack name prefix (``hpdpd-<env>``), so
+# a renamed file with ``stack_name_prefix`` keeps it. IAM role names: 1-64 of [\w+=,.@-] (IAM CreateRole,
 # RoleName). The role it trusts is the pipeline's CodeBuild role of the environment's checks.
-CHECKS_ROLE_NAME = "hpdpd-{environment}-checks"
+CHECKS_ROLE_NAME = "{prefix}-checks"
 # The checks runner (infra/checks_runner.py): a CodeBuild project inside the environment's VPC that runs the check
 # commands, and its service role, which holds the cluster access. Explicit names, so the trigger (hpdpd checks run)
 # and the checks role's policy can name them. CodeBuild project names: [A-Za-z0-9][A-Za-z0-9-_]{1,254} (CodeBuild
 # API reference, CreateProject, name).
-CHECKS_PROJECT_NAME = "hpdpd-{environment}-checks"
-CHECKS_RUNNER_ROLE_NAME = "hpdpd-{environment}-checks-runner"
+CHECKS_PROJECT_NAME = "{prefix}-checks"
+CHECKS_RUNNER_ROLE_NAME = "{prefix}-checks-runner"
 IAM_ROLE_NAME = re.compile(r"[\w+=,.@-]{1,64}")
 CODEBUILD_PROJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-_]{1,254}")
 TRUSTED_ROLE_ARN = re.compile(r"arn:(?P<partition>aws|aws-cn|aws-us-gov):iam::(?P<account>\d{12}):"
@@ -63,6 +66,9 @@ class EnvironmentConfig(Model):
     removal_policy: Literal["retain", "destroy"] = "destroy"
     termination_protection: bool = False
     tags: dict[str, str] = Field(default_factory=dict)
+    # None: hpdpd-<env>. The stacks' names and the names derived from them (hyperpod_dpd.config.identity), so a renamed
+    # file keeps its deployed stacks (docs/configuration.md, "Renaming an environment").
+    stack_name_prefix: StackNamePrefix | None = None
     network: NetworkConfig
     eks: EksConfig
     hyperpod: HyperPodConfig
@@ -70,6 +76,7 @@ class EnvironmentConfig(Model):
     operator: InferenceOperatorConfig = InferenceOperatorConfig()
     alerts: AlertsConfig = AlertsConfig()  # the DPD alerts' SNS topic and subscriptions (docs/monitoring.md)
     cost: CostConfig = CostConfig()  # price overrides for hpdpd plan --env and hpdpd cost (docs/planner.md)
+    delivery: DeliveryConfig = DeliveryConfig()  # CDK or a GitOps controller applies the in-cluster objects (docs/gitops.md)
 
     _name: str = PrivateAttr(default="")
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
@@ -82,6 +89,11 @@ class EnvironmentConfig(Model):
         """The environment's name: the stem of its file (``config/dev.yaml`` -> ``dev``)."""
         return self._name
 
+    @property
+    def stack_prefix(self) -> str:
+        """``stack_name_prefix``, else ``hpdpd-<env>``: the stacks are ``<prefix>-network``, ``-platform``, ``-endpoints``."""
+        return self.stack_name_prefix or default_stack_prefix(self.name)
+
     def resolve_path(self, relative: str) -> Path:
         """A path from the config, relative to the project root (the parent of ``config/``)."""
         path = Path(relative)
@@ -89,15 +101,17 @@ class EnvironmentConfig(Model):
 
     def warnings(self) -> list[Issue]:
         """Valid, but deserves a look before deploying (printed by ``make synth`` and ``app.py``)."""
-        # endpoints warn when their charts render (k8s.endpoint)
-        return [*self.eks.warnings("eks"), *self.alerts.warnings(self, "alerts")]
+        # the endpoints' warnings: hyperpod_dpd.config.endpoint_checks.environment_warnings lists these and theirs once
+        return [*self.network.warnings(self, "network"), *self.eks.warnings("eks"),
+                *self.alerts.warnings(self, "alerts")]
 
     # -- the checks role and the checks runner: how the pipeline's check steps reach into this environment ---------
 
     @property
     def checks_role_name(self) -> str:
-        """``hpdpd-<env>-checks``: the role the pipeline's check steps assume to start the checks runner."""
-        return CHECKS_ROLE_NAME.format(environment=self.name)
+        """``<prefix>-checks`` (``hpdpd-<env>-checks``): the role the pipeline's check steps assume to start the
+        checks runner."""
+        return CHECKS_ROLE_NAME.format(prefix=self.stack_prefix)
 
     @property
     def checks_role_arn(self) -> str:
@@ -119,13 +133,15 @@ class EnvironmentConfig(Model):
 
     @property
     def checks_project_name(self) -> str:
-        """``hpdpd-<env>-checks``: the runner's CodeBuild project, which ``hpdpd checks run`` starts."""
-        return CHECKS_PROJECT_NAME.format(environment=self.name)
+        """``<prefix>-checks`` (``hpdpd-<env>-checks``): the runner's CodeBuild project, which ``hpdpd checks run``
+        starts."""
+        return CHECKS_PROJECT_NAME.format(prefix=self.stack_prefix)
 
     @property
     def checks_runner_role_name(self) -> str:
-        """``hpdpd-<env>-checks-runner``: the runner's CodeBuild service role, an operations role."""
-        return CHECKS_RUNNER_ROLE_NAME.format(environment=self.name)
+        """``<prefix>-checks-runner`` (``hpdpd-<env>-checks-runner``): the runner's CodeBuild service role, an
+        operations role."""
+        return CHECKS_RUNNER_ROLE_NAME.format(prefix=self.stack_prefix)
 
     @property
     def checks_runner_role_arn(self) -> str:

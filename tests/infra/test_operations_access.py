@@ -415,6 +415,7 @@ def test_an_adopted_cluster_gets_the_entries_the_rbac_and_a_binding_per_endpoint
     assert {e["ClusterName"] for e in entries} == {config.eks.existing.cluster_name}
     # AND the RBAC waits for the inference add-on
     resources = template["Resources"]
+    assert dpd.operations.manifest is not None  # cdk delivery: CDK applies the RBAC
     rbac = resources[stack.get_logical_id(dpd.operations.manifest.node.default_child)]  # type: ignore[arg-type]
     assert stack.get_logical_id(dpd.inference_operator.resource) in rbac["DependsOn"]
     # AND each endpoint's namespace gets the RoleBinding, after the endpoint's manifest that creates the namespace

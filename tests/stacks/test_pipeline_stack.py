@@ -619,3 +619,35 @@ def test_a_private_cluster_is_checked_from_inside_its_vpc(tmp_path: Path, base_c
     (private,) = [c for c in trusted if c.name == "dev"]
     assert private.eks.endpoint_access == "private" and private.checks_runner
     assert not [w for w in private.warnings() if "pipeline" in w.message or "VPC" in w.message]
+
+
+def test_a_gitops_environment_is_checked_as_the_controller_applied_it(tmp_path: Path, base_configs: dict[str, Any],
+                                                                     cdk_context: dict[str, Any]) -> None:
+    # GIVEN a pipeline of dev alone, whose endpoints a GitOps controller delivers
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    dev = copy.deepcopy(base_configs["dev"])
+    dev["delivery"] = {"endpoints": "gitops"}
+    (config_dir / "dev.yaml").write_text(yaml.safe_dump(dev))
+    pipeline_data = yaml.safe_load((FIXTURE_CONFIG_DIR / "pipeline.yaml").read_text())
+    pipeline_data["environments"] = [{"name": "dev"}]
+    (config_dir / "pipeline.yaml").write_text(yaml.safe_dump(pipeline_data))
+    # WHEN the app with its pipeline synthesizes
+    app, _ = build_app(config_dir=config_dir, outdir=str(tmp_path / "out"), context=cdk_context)
+    template = app.synth().get_stack_by_name(pipeline_data["name"]).template
+    resources = template["Resources"]
+    (stage,) = [s for s in next(v for v in resources.values() if v["Type"] == "AWS::CodePipeline::Pipeline")
+                ["Properties"]["Stages"] if s["Name"] == "dev"]
+    order = {a["Name"]: a["RunOrder"] for a in stage["Actions"]}
+    # THEN the pipeline never promotes what the controller owns: no Rollout before the endpoints stack ...
+    assert not [name for name in order if name.endswith(".Rollout") or name == "Rollout"]
+    # ... and after the deploy it waits for the configured generation and checks it serves, before the smoke prompts
+    assert order["Verify"] < order["Served"] < order["Smoke"]
+    from tests.stacks.test_pipeline_pins import _buildspecs, _commands
+
+    specs = [" ".join(_commands(spec)) for _, spec in _buildspecs(tmp_path / "out")]
+    (served,) = [s for s in specs if "rollout --env dev status" in s]
+    endpoint = dev["endpoints"][0]["name"]
+    assert f"wait --env dev --for endpoint --endpoint {endpoint}" in served
+    assert f"rollout --env dev status --endpoint {endpoint}" in served
+    assert not [s for s in specs if "rollout --env dev promote" in s]
