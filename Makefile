@@ -121,7 +121,7 @@ test: setup setup-checkov setup-system
 	$(PY) -m ruff check .
 	@mkdir -p .cache
 	@$(PY) scripts/typecheck.py > .cache/typecheck.log 2>&1 & typecheck=$$!; \
-	$(PY) -m pytest -n 2 --dist loadfile; tests=$$?; \
+	$(PY) -m pytest -n 2 --dist loadfile --durations=15; tests=$$?; \
 	if wait $$typecheck; then tail -1 .cache/typecheck.log; else cat .cache/typecheck.log; exit 1; fi; exit $$tests
 
 checkov: synth setup-checkov
