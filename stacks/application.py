@@ -254,5 +254,21 @@ def _project_context(root: Path) -> dict[str, Any]:
     return context
 
 
+def _module_main(argv: list[str]) -> int:
+    """``python -m hyperpod_dpd.stacks.application --check [--config-dir DIR]``; with no argument, as ``app.py``.
+    Anything else is one line and exit 2: an option this entry point does not know never synthesizes the default
+    configuration instead."""
+    if not argv:
+        return main()
+    options, rest = argv[:1], argv[1:]
+    if options != ["--check"] or (rest and (len(rest) != 2 or rest[0] != "--config-dir")):
+        print("error: usage: python -m hyperpod_dpd.stacks.application [--check [--config-dir DIR]] "
+              f"(got {' '.join(argv)!r})", file=sys.stderr)
+        return 2
+    if rest:
+        os.environ["HPDPD_CONFIG_DIR"] = rest[1]  # where the loader reads it (hyperpod_dpd.config.loader.config_dir)
+    return check()
+
+
 if __name__ == "__main__":
-    sys.exit(check() if sys.argv[1:] == ["--check"] else main())
+    sys.exit(_module_main(sys.argv[1:]))

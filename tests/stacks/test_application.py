@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.config.endpoint_checks import environment_warnings
 from hyperpod_dpd.config.pipeline import load_pipeline
@@ -220,3 +222,28 @@ def test_availability_zones_come_from_the_configuration(synthesized: Any) -> Non
     assert context["availability-zones:account=111111111111:region=us-west-2"] == ["us-west-2a", "us-west-2b"]
     manifest = json.loads((synthesized.outdir / "manifest.json").read_text())
     assert "missing" not in manifest
+
+
+@pytest.mark.parametrize("argv", [["--chek"], ["--check", "--config"], ["--check", "--config-dir"], ["synth"]])
+def test_the_module_refuses_options_it_does_not_know(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from hyperpod_dpd.stacks.application import _module_main
+
+    # WHEN the check's entry point gets an option it does not know
+    code = _module_main(argv)
+    # THEN it says so in one line and synthesizes nothing (it never falls back to the default configuration)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "usage: python -m hyperpod_dpd.stacks.application" in err
+
+
+def test_the_check_reads_the_config_dir_it_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from hyperpod_dpd.stacks.application import _module_main
+
+    # GIVEN an empty configuration directory named on the command line
+    monkeypatch.delenv("HPDPD_CONFIG_DIR", raising=False)
+    empty = tmp_path / "config"
+    empty.mkdir()
+    # WHEN the check runs on it
+    code = _module_main(["--check", "--config-dir", str(empty)])
+    # THEN that directory is the one refused (an empty directory is an error, not "ok")
+    assert code == 2 and str(empty) in capsys.readouterr().err
