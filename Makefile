@@ -120,7 +120,7 @@ synth: setup
 test: setup setup-checkov setup-system
 	$(PY) -m ruff check .
 	@mkdir -p .cache
-	@$(PY) scripts/typecheck.py > .cache/typecheck.log 2>&1 & typecheck=$$!; \
+	@$(MYPY) > .cache/typecheck.log 2>&1 & typecheck=$$!; \
 	$(PY) -m pytest -n 2 --dist loadfile --durations=15; tests=$$?; \
 	if wait $$typecheck; then tail -1 .cache/typecheck.log; else cat .cache/typecheck.log; exit 1; fi; exit $$tests
 
@@ -130,9 +130,10 @@ checkov: synth setup-checkov
 lint: setup
 	$(PY) -m ruff check .
 
-# mypy over the distribution as it installs (hyperpod_dpd.*), with its cache in .cache/mypy.
+# mypy over the package as it is on disk (hyperpod_dpd.*, the linked folders included), with its cache in .cache/mypy.
+MYPY = $(PY) -m mypy --cache-dir .cache/mypy -p hyperpod_dpd
 typecheck: setup
-	$(PY) scripts/typecheck.py
+	$(MYPY)
 
 bench: setup
 	bash bench/synth.sh
@@ -142,7 +143,7 @@ bench: setup
 stateful-manifest: setup
 	$(PY) scripts/stateful_manifest.py
 
-# Regenerate hpdpd/catalogue/offerings.py from the installed cfn-lint and aws-cdk-lib validators.
+# Regenerate hyperpod_dpd/catalogue/offerings.py from the installed cfn-lint and aws-cdk-lib validators.
 offerings: setup
 	PYTHONPATH=. $(PY) scripts/probe_offerings.py
 

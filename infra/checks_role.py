@@ -51,32 +51,32 @@ if TYPE_CHECKING:
 # pipeline step's one AWS CLI call, as (boto3 service, operation) -> the IAM action it needs (None: none needed).
 READ_CALLS: Mapping[tuple[str, str], str | None] = {
     ("sts", "GetCallerIdentity"): None,  # "No permissions are required" (STS API reference, GetCallerIdentity)
-    ("service-quotas", "ListServiceQuotas"): "servicequotas:ListServiceQuotas",  # hpdpd/ops/quotas.py
+    ("service-quotas", "ListServiceQuotas"): "servicequotas:ListServiceQuotas",  # hyperpod_dpd/ops/quotas.py
     ("service-quotas", "ListAWSDefaultServiceQuotas"): "servicequotas:ListAWSDefaultServiceQuotas",
-    ("ec2", "DescribeInstanceTypeOfferings"): "ec2:DescribeInstanceTypeOfferings",  # hpdpd/ops/capacity.py
+    ("ec2", "DescribeInstanceTypeOfferings"): "ec2:DescribeInstanceTypeOfferings",  # hyperpod_dpd/ops/capacity.py
     ("ec2", "DescribeInstanceTypes"): "ec2:DescribeInstanceTypes",
     ("ec2", "DescribeSubnets"): "ec2:DescribeSubnets",
-    ("ec2", "DescribeAvailabilityZones"): "ec2:DescribeAvailabilityZones",  # hpdpd/ops/zones.py
-    ("eks", "DescribeCluster"): "eks:DescribeCluster",  # hpdpd/ops/clusters.py
-    ("eks", "ListAddons"): "eks:ListAddons",  # hpdpd/ops/addons.py
+    ("ec2", "DescribeAvailabilityZones"): "ec2:DescribeAvailabilityZones",  # hyperpod_dpd/ops/zones.py
+    ("eks", "DescribeCluster"): "eks:DescribeCluster",  # hyperpod_dpd/ops/clusters.py
+    ("eks", "ListAddons"): "eks:ListAddons",  # hyperpod_dpd/ops/addons.py
     ("eks", "DescribeAddon"): "eks:DescribeAddon",
-    ("eks", "DescribeAddonVersions"): "eks:DescribeAddonVersions",  # hpdpd/ops/eks_checks.py
+    ("eks", "DescribeAddonVersions"): "eks:DescribeAddonVersions",  # hyperpod_dpd/ops/eks_checks.py
     # HeadBucket and ListObjectsV2 are both authorized as s3:ListBucket (S3 API reference, "HeadBucket":
-    # "you must have permissions to perform the s3:ListBucket action"; "ListObjectsV2": same) (hpdpd/ops/model_checks.py)
+    # "you must have permissions to perform the s3:ListBucket action"; "ListObjectsV2": same) (hyperpod_dpd/ops/model_checks.py)
     ("s3", "HeadBucket"): "s3:ListBucket",
     ("s3", "ListObjectsV2"): "s3:ListBucket",
-    ("sagemaker", "DescribeCluster"): "sagemaker:DescribeCluster",  # hpdpd/ops/clusters.py
+    ("sagemaker", "DescribeCluster"): "sagemaker:DescribeCluster",  # hyperpod_dpd/ops/clusters.py
     ("sagemaker", "ListClusterNodes"): "sagemaker:ListClusterNodes",
-    ("sagemaker", "DescribeEndpoint"): "sagemaker:DescribeEndpoint",  # hpdpd/ops/endpoints.py
+    ("sagemaker", "DescribeEndpoint"): "sagemaker:DescribeEndpoint",  # hyperpod_dpd/ops/endpoints.py
     ("cloudformation", "DescribeStacks"): "cloudformation:DescribeStacks",  # the KvFabric step's Prometheus URL
-    # Who holds the names the stacks create (hpdpd/ops/ownership.py; the EKS cluster's tags come with DescribeCluster):
+    # Who holds the names the stacks create (hyperpod_dpd/ops/ownership.py; the EKS cluster's tags come with DescribeCluster):
     # each action on the one resource type it authorizes (Service Authorization Reference, Amazon SageMaker AI
     # ListTags, Amazon S3 GetBucketTagging "bucket", IAM ListRoleTags "role").
     ("sagemaker", "ListTags"): "sagemaker:ListTags",
     ("s3", "GetBucketTagging"): "s3:GetBucketTagging",
     ("iam", "ListRoleTags"): "iam:ListRoleTags",
 }
-# Calls preflight makes only for instance groups with a training plan (hpdpd/ops/zones.py), granted on those plans only.
+# Calls preflight makes only for instance groups with a training plan (hyperpod_dpd/ops/zones.py), granted on those plans only.
 # sagemaker:DescribeTrainingPlan takes the training-plan resource: AWS's managed policy
 # AmazonSageMakerTrainingPlanCreateAccess grants it on arn:aws:sagemaker:*:*:training-plan/* (SageMaker Developer
 # Guide, "AWS managed policies for SageMaker training plans").

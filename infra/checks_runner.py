@@ -2,7 +2,7 @@
 
 The pipeline's steps run in CodeBuild in the pipeline account, outside every VPC, while a private EKS API endpoint "can
 only receive requests from within the cluster VPC" (EKS API reference, ``VpcConfigRequest.endpointPublicAccess``). So
-the steps only trigger (``hpdpd checks run``, hpdpd/ops/remote_checks.py): the check command runs here, in the
+the steps only trigger (``hpdpd checks run``, hyperpod_dpd/ops/remote_checks.py): the check command runs here, in the
 environment's private subnets, as the runner's role, which holds the cluster access.
 
 * **Project** ``hpdpd-<env>-checks`` (explicit name, :data:`hyperpod_dpd.config.environment.CHECKS_PROJECT_NAME`) on
@@ -13,7 +13,7 @@ environment's private subnets, as the runner's role, which holds the cluster acc
   with Amazon Virtual Private Cloud", best practices).
 * **Buildspec** in the project, never from the uploaded checkout: ``make setup``, then ``hpdpd checks exec``, which runs
   the one command of ``HPDPD_ARGS`` and refuses anything but a check command of this environment (in Python,
-  hpdpd/cli/checks.py). The command's exit code is exported (buildspec ``env: exported-variables``, read back through
+  hyperpod_dpd/cli/checks.py). The command's exit code is exported (buildspec ``env: exported-variables``, read back through
   ``BatchGetBuilds`` ``exportedEnvironmentVariables``); the build itself succeeds whenever the command ran.
 * **Source**: a bucket of its own (TLS-only, encrypted, public access blocked, access-logged); each run uploads one zip
   under ``sources/``, and objects expire after :data:`SOURCE_EXPIRATION_DAYS` days.
@@ -47,10 +47,10 @@ from hyperpod_dpd.infra.build_environment import BUILD_IMAGE, HPDPD, RUNTIMES, S
 from hyperpod_dpd.ops.remote_checks import DEFAULT_SOURCE_KEY, ENVIRONMENT_VARIABLE, EXIT_CODE_VARIABLE, SOURCE_PREFIX
 
 # The actions of the check commands, each with the call that needs it.
-EKS_AUTHENTICATION = "eks:DescribeCluster"  # hpdpd/ops/eks_auth.py: endpoint and CA; the token is a presigned
+EKS_AUTHENTICATION = "eks:DescribeCluster"  # hyperpod_dpd/ops/eks_auth.py: endpoint and CA; the token is a presigned
 # sts:GetCallerIdentity, which needs no permission
-QUERY_METRICS = "aps:QueryMetrics"  # verify's Prometheus queries (hpdpd/ops/metrics.py AMP_PERMISSION)
-INVOKE_STREAM = "sagemaker:InvokeEndpointWithResponseStream"  # smoke through SageMaker (hpdpd/ops/smoke.py)
+QUERY_METRICS = "aps:QueryMetrics"  # verify's Prometheus queries (hyperpod_dpd/ops/metrics.py AMP_PERMISSION)
+INVOKE_STREAM = "sagemaker:InvokeEndpointWithResponseStream"  # smoke through SageMaker (hyperpod_dpd/ops/smoke.py)
 # SageMaker authorizes invocations against the endpoint's ARN with the name in lower case, whatever its case in
 # CreateEndpoint (an AccessDenied for endpoint "...--LaBSE" names resource "endpoint/endpoint-setu4993--labse":
 # philschmid/cdk-samples issue #2; prometheus-community/yet-another-cloudwatch-exporter PR #1178, "Resource ARN is

@@ -13,7 +13,7 @@ policy: EKS authenticates the role, and Kubernetes RBAC alone authorizes it, thr
   operator runs each IEC's router pods there.
 
 :data:`PERMISSIONS` is the single list: the manifests, the tests and the documentation all follow it. Each entry grants
-the calls of hpdpd/ops/ that name it in their ``permission`` (what a 403 tells the operator is missing);
+the calls of hyperpod_dpd/ops/ that name it in their ``permission`` (what a 403 tells the operator is missing);
 tests/infra/test_operations_access.py fails when a call names something this list does not grant.
 """
 
@@ -90,7 +90,7 @@ PERMISSIONS: tuple[Permission, ...] = (
                "rollout status, promote, abort (get: which generation the client Service points at); rollout promote "
                "(patch: point it at the new generation, and its lease annotation)"),
     # No get/patch here: rollout re-points the router policy only (in the operator's namespace); the worker policies
-    # select by role, so both generations already (hpdpd/ops/workloads.py).
+    # select by role, so both generations already (hyperpod_dpd/ops/workloads.py).
     Permission("endpoint", NETWORKING, "networkpolicies", ("list",),
                "status (the endpoint's policies against its live pods)"),
     Permission("endpoint", IEC_GROUP, IEC_PLURAL, ("get", "create", "delete"),

@@ -132,7 +132,7 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
         gpu_instance_types=[g.instance_type for g in hp_cfg.instance_groups if g.is_gpu],
         repository=chart.repository,
         local_path=config.resolve_path(chart.local_path) if chart.local_path else None,
-        digest=chart.digest,  # the chart's pin (hpdpd/config/dependencies_chart.py), checked by the construct
+        digest=chart.digest,  # the chart's pin (hyperpod_dpd/config/dependencies_chart.py), checked by the construct
         version=chart.version,
         timeout=cdk.Duration.minutes(chart.timeout_minutes),
         gpu_taints=[(taint.key, taint.effect) for g in hp_cfg.instance_groups if g.is_gpu for taint in g.taints],
@@ -158,7 +158,7 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
         image_registries=node_registries(region=config.region, account=config.account, images=[
             e.role_image(role) for e in config.endpoints for role in ("prefill", "decode")]),
     )
-    if not config.delivery.gitops:  # gitops: the GitOps tree carries them (hpdpd/config/delivery.py)
+    if not config.delivery.gitops:  # gitops: the GitOps tree carries them (hyperpod_dpd/config/delivery.py)
         hand_over(config, hyperpod.add_karpenter_resources(eks_cluster.cluster).values())  # NodeClass, NodePool
     operator = config.operator
     inference_operator = InferenceOperator(

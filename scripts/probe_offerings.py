@@ -1,4 +1,4 @@
-"""Regenerate hpdpd/catalogue/offerings.py from the installed cfn-lint and aws-cdk-lib validators (`make offerings`)."""
+"""Regenerate hyperpod_dpd/catalogue/offerings.py from the installed cfn-lint and aws-cdk-lib validators (`make offerings`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES  # noqa: E402
 from hyperpod_dpd.catalogue.regions import HYPERPOD_REGIONS  # noqa: E402
 from scripts.validator_probe import cdk_validator_rejections, cfn_lint_regions  # noqa: E402
 
-TARGET = ROOT / "hpdpd" / "catalogue" / "offerings.py"
+TARGET = ROOT / "hyperpod_dpd" / "catalogue" / "offerings.py"
 
 
 def main() -> int:

@@ -1,8 +1,8 @@
 """Which (instance type, Region) pairs the CloudFormation validators reject for ``AWS::SageMaker::Cluster``.
 
 Both lists behind rule E3644 drift: cfn-lint's comes from EC2 pricing, and aws-cdk-lib bundles an older copy in its
-validator. ``make offerings`` regenerates ``hpdpd/catalogue/offerings.py`` from these probes, and
-``tests/hpdpd/catalogue/test_offerings.py`` re-runs them against the installed tools.
+validator. ``make offerings`` regenerates ``hyperpod_dpd/catalogue/offerings.py`` from these probes, and
+``tests/hyperpod_dpd/catalogue/test_offerings.py`` re-runs them against the installed tools.
 """
 
 from __future__ import annotations

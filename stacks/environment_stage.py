@@ -56,7 +56,7 @@ class EnvironmentStage(cdk.Stage):
         self.endpoints.add_stack_dependency(self.platform)
         for key, value in {"project": "hyperpod-dpd", **config.tags}.items():
             cdk.Tags.of(self).add(key, value)
-        for stack in (self.network, self.platform, self.endpoints):  # who owns each role (hpdpd/ops/ownership.py)
+        for stack in (self.network, self.platform, self.endpoints):  # who owns each role (hyperpod_dpd/ops/ownership.py)
             tag_owner(stack)
         keep_logical_ids(self, deployed_stage(config))  # a renamed file keeps its stacks' resources (stacks/naming.py)
         # removal_policy: retain keeps every stateful resource of every stack (the HyperPod cluster and the network

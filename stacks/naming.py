@@ -24,7 +24,7 @@ def stack_name(config: EnvironmentConfig, part: str) -> str:
 def tag_owner(stack: cdk.Stack) -> None:
     """Tag the stack's IAM roles with its name (:data:`~hyperpod_dpd.config.identity.OWNER_TAG`): CloudFormation's own
     ``aws:cloudformation:stack-name`` tag never reaches ``AWS::IAM::Role``, and ``hpdpd preflight`` tells by this tag
-    whether a role name already belongs to another stack (hpdpd/ops/ownership.py)."""
+    whether a role name already belongs to another stack (hyperpod_dpd/ops/ownership.py)."""
     cdk.Tags.of(stack).add(OWNER_TAG, stack.stack_name, include_resource_types=["AWS::IAM::Role"])
 
 

@@ -30,6 +30,7 @@ class Installed:
     venv: Path
     app_dir: Path
     env: dict[str, str]
+    wheel: Path
 
     def run(self, *args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
         return subprocess.run(list(args), cwd=self.app_dir, env=self.env, capture_output=True, text=True,
@@ -62,7 +63,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("HPDPD_", "PYTHON", "CDK_", "VIRTUAL_ENV"))}
     env["PATH"] = os.pathsep.join([str(venv / "bin"), str(NODE_BIN), env.get("PATH", "")])
-    return Installed(venv, app_dir, env)
+    return Installed(venv, app_dir, env, wheel)
 
 
 def test_the_installed_package_is_the_wheel_and_imports_without_dev_tools(installed: Installed) -> None:
@@ -80,6 +81,45 @@ def test_the_installed_package_is_the_wheel_and_imports_without_dev_tools(instal
     assert (Path(location).parent / "py.typed").is_file()
     # AND the dev-only tools are really absent there
     assert installed.run(installed.python, "-c", "import cfnlint").returncode != 0
+
+
+def package_files() -> set[str]:
+    """Every file of the package as the checkout holds it: ``hyperpod_dpd/`` with the ``infra/``, ``k8s/`` and
+    ``stacks/`` folders linked inside it, followed as setuptools follows them."""
+    found: set[str] = set()
+    for folder, dirs, files in os.walk(ROOT / "hyperpod_dpd", followlinks=True):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        found.update(str((Path(folder) / f).relative_to(ROOT)) for f in files)
+    return found
+
+
+def test_the_wheel_holds_exactly_the_package_tree(installed: Installed) -> None:
+    import zipfile
+
+    # GIVEN the wheel built from the checkout
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        packaged = {n for n in wheel.namelist() if ".dist-info/" not in n}
+    # THEN it holds every file of the package folder and its linked folders, and nothing else: the import path is the
+    # path on disk, so what a checkout imports is what users install
+    assert packaged == package_files()
+    assert {"hyperpod_dpd/infra/platform.py", "hyperpod_dpd/stacks/application.py", "hyperpod_dpd/k8s/charts.py",
+            "hyperpod_dpd/infra/handlers/chart_digest/index.py", "hyperpod_dpd/py.typed"} <= packaged
+
+
+def test_a_checkout_imports_the_package_without_installing_it(tmp_path: Path) -> None:
+    # GIVEN a Python without the project's editable install (its import hook and path entries dropped) and the
+    # repository root on the path, as `python -c` run in the root has it
+    script = ("import sys\n"
+              "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+              f"sys.path[:] = [{str(ROOT)!r}] + [p for p in sys.path if 'editable' not in p]\n"
+              "import hyperpod_dpd.infra, hyperpod_dpd.stacks, hyperpod_dpd.k8s\n"
+              "print(hyperpod_dpd.infra.__file__)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    # THEN the linked folders are the package's subpackages, straight from the checkout
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == str(ROOT / "hyperpod_dpd" / "infra" / "__init__.py")
 
 
 @pytest.fixture(scope="module")

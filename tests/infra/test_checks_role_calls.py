@@ -25,11 +25,11 @@ from hyperpod_dpd.ops.ownership import ownership_checks
 from hyperpod_dpd.ops.preflight import run_preflight
 from hyperpod_dpd.ops.status import collect_status
 from hyperpod_dpd.ops.wait import addons_probe, cluster_probe, endpoint_probe
-from tests.hpdpd.moto_clusters import MOTO_ACCOUNT, REGION
-from tests.hpdpd.ops import conftest as operations_fixtures
-from tests.hpdpd.ops.test_preflight import stub_eks as stub_preflight_eks
-from tests.hpdpd.ops.test_status import create_sagemaker_endpoint, stub_addons
-from tests.hpdpd.ops.test_status import stub_eks as stub_status_eks
+from tests.hyperpod_dpd.moto_clusters import MOTO_ACCOUNT, REGION
+from tests.hyperpod_dpd.ops import conftest as operations_fixtures
+from tests.hyperpod_dpd.ops.test_preflight import stub_eks as stub_preflight_eks
+from tests.hyperpod_dpd.ops.test_status import create_sagemaker_endpoint, stub_addons
+from tests.hyperpod_dpd.ops.test_status import stub_eks as stub_status_eks
 from tests.iam_eval import Deployment, Request, role_policies
 
 # The operations tests' fixtures: fake credentials, moto, the moto-account environment, HyperPod clusters in moto.
@@ -126,7 +126,7 @@ def test_every_call_of_the_checks_is_allowed_and_nothing_more_is_granted(
         stub_addons(eks, env)
         addons_probe(clients.client("eks"), env)()
         eks.assert_no_pending_responses()
-    ownership_checks(env, clients)  # preflight's ownership rows (hpdpd/cli/preflight.py adds them to the report)
+    ownership_checks(env, clients)  # preflight's ownership rows (hyperpod_dpd/cli/preflight.py adds them to the report)
     cluster_probe(clients.client("sagemaker"), env.hyperpod.cluster_name)()
     endpoint_probe(clients.client("sagemaker"), env.endpoints, kube)()
     # AND the checks role of this environment, synthesized

@@ -1,5 +1,5 @@
 """OperationsAccess: access entries in the operations group with no EKS policy, and RBAC that grants exactly the calls
-of ``hpdpd status``, ``verify``, ``smoke`` and ``rollout`` (every permission string of hpdpd/ops/, scanned): namespaced
+of ``hpdpd status``, ``verify``, ``smoke`` and ``rollout`` (every permission string of hyperpod_dpd/ops/, scanned): namespaced
 in the endpoints' namespaces and the operator's, cluster-scoped only for what Kubernetes offers at cluster scope alone."""
 
 from __future__ import annotations
@@ -186,13 +186,13 @@ def test_the_manifests_pass_kubernetes_validate(version: str) -> None:
         validate_manifests([broken], kubernetes_version=version)
 
 
-# -- every Kubernetes call of hpdpd/ops/ is granted ---------------------------------------------------------------------
+# -- every Kubernetes call of hyperpod_dpd/ops/ is granted ---------------------------------------------------------------------
 #
 # A call names what it needs in its ``permission`` (what a 403 tells the operator is missing), in one format:
 # "<verb>[, <verb>...] on <resource>[.<API group>] in namespace <ns>" or "... (cluster scope)" / "... (all namespaces)".
-# The scan reads every string and f-string of every module of hpdpd/ops/ in that format (a constant the f-string
+# The scan reads every string and f-string of every module of hyperpod_dpd/ops/ in that format (a constant the f-string
 # names is substituted from the module), so a call added anywhere there is checked without being listed here.
-OPS_DIR = ROOT / "hpdpd" / "ops"
+OPS_DIR = ROOT / "hyperpod_dpd" / "ops"
 _PERMISSION = re.compile(r"(?P<verbs>[a-z]+(?:, [a-z]+)*) on (?P<what>[\w/.{}-]+)"
                          r"(?: in namespace (?P<ns>\S+)| \((?P<wide>cluster scope|all namespaces)\))")
 # Where a namespace placeholder points: a call's own namespace is the endpoint's; pod_log reads the logs of the pods
@@ -279,7 +279,7 @@ def module_names(source: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def called() -> tuple[dict[Call, list[str]], list[str]]:
-    """GIVEN every module of hpdpd/ops/, scanned for the calls its permission strings name."""
+    """GIVEN every module of hyperpod_dpd/ops/, scanned for the calls its permission strings name."""
     calls: dict[Call, list[str]] = {}
     unplaced: list[str] = []
     for path in sorted(OPS_DIR.glob("*.py")):

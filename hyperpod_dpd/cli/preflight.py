@@ -1,0 +1,55 @@
+"""``hpdpd preflight --env NAME``: PASS / WARN / FAIL per check, with the reason and the fix.
+
+Exit codes: 0 no check failed (warnings allowed unless ``--strict``), 1 a check failed, 2 the checks could not run
+(unknown environment, no or rejected credentials, an answer that is not AWS's, ``--timeout`` ran out).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
+from hyperpod_dpd.cli.output import (
+    command_deadline,
+    environment_arguments,
+    escape_cell,
+    load_environment_from_args,
+    print_json,
+    print_table,
+    status_label,
+    timeout_argument,
+)
+from hyperpod_dpd.ops.ownership import with_ownership
+from hyperpod_dpd.ops.preflight import run_preflight
+
+DEFAULT_TIMEOUT_SECONDS = 300.0
+
+
+def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "preflight", parents=[common], help="check quotas, capacity, network, EKS, add-ons and models before deploying",
+        description="Check that an environment can be deployed: credentials, quotas, AZ offerings, subnet IPs, "
+                    "zones (names and AZ IDs, training plans' zones), EKS version and authentication mode, add-on "
+                    "versions, model locations, HyperPod cluster state.")
+    environment_arguments(parser)
+    add_aws_arguments(parser)
+    parser.add_argument("--strict", action="store_true", help="treat warnings (checks that could not run) as failures")
+    timeout_argument(parser, default=DEFAULT_TIMEOUT_SECONDS, what="give up after this many seconds")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    env = load_environment_from_args(args)
+    clients = factory_from_args(args, default_region=env.region, deadline=command_deadline(args.timeout))
+    # then whether the names its stacks create already belong to another stack (hyperpod_dpd/ops/ownership.py)
+    report = with_ownership(run_preflight(env, clients, strict=args.strict), env, clients)
+    if args.output == "json":
+        print_json(report.to_json(environment=env.name, region=args.region or env.region))
+    else:
+        rows = [(status_label(c.status), escape_cell(c.name), escape_cell(c.detail), escape_cell(c.fix or ""))
+                for c in report.checks]
+        counts = report.counts()
+        print_table(("Status", "Check", "Detail", "Fix"), rows,
+                    title=f"preflight {env.name} ({args.region or env.region}): {counts['pass']} pass, "
+                          f"{counts['warn']} warn, {counts['fail']} fail")
+    return 0 if report.ok else 1

@@ -1,0 +1,85 @@
+"""The PromQL of the DPD signals that no single series carries, shared by the alerts and the dashboard:
+
+* :func:`ttft_bound_ms`: an upper bound of the client's P99 time to first token from the two hops of a
+  disaggregated request. No model pod sees the client's TTFT: the DPD router sends a request to a prefiller with
+  ``max_tokens=1``, awaits its whole response, then sends the original request to the decoder (vllm-project/
+  production-stack ``src/vllm_router/services/request_service/request.py`` @ 00d34b7,
+  ``route_disaggregated_prefill_request``), and each pod's proxy measures its own ``model_ttfb_milliseconds``. For two
+  hops X and Y, ``P(X + Y > a + b) <= P(X > a) + P(Y > b)``, so the sum of both hops' P99.5 bounds the client's P99.
+* :func:`endpoint_resources`: the regular expression that matches every generation of an endpoint's IEC, so the
+  alerts keep watching the generation that serves while another one is rolled out (or refused).
+* :func:`unobserved`: "requests flow but the series a signal reads does not exist": the alert that keeps another
+  alert from being silently blind.
+
+No CDK here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from hyperpod_dpd.config.endpoints import GENERATION_LENGTH
+from hyperpod_dpd.monitoring.metrics import (
+    METHOD,
+    METRICS,
+    NAMESPACE,
+    RESOURCE,
+    STATUS,
+    Matcher,
+    Metric,
+    quantile_ms,
+    rate_sum,
+    role,
+)
+
+Role = Literal["prefill", "decode"]
+# Two hops at P99.5 each: their sum exceeds the client's P99 with probability at most 0.005 + 0.005 = 0.01.
+HOP_QUANTILE = 0.995
+# Successful POSTs, as AWS's inference dashboard selects them (shared/reference/aws-cluster-setup/inference.json,
+# panel "Time To First Byte (TTFB)"): GET probes through the pod's proxy would dilute the distribution and lower the
+# bound below the truth.
+INVOCATIONS = (Matcher(STATUS, "2.*", "=~"), Matcher(METHOD, "POST"))
+# EndpointConfig.generation is the first GENERATION_LENGTH characters of a SHA-256 hexdigest (lowercase hex), and
+# EndpointConfig.resource_name is "<name>-<generation>" (hyperpod_dpd/config/endpoints.py).
+GENERATION_PATTERN = f"[0-9a-f]{{{GENERATION_LENGTH}}}"
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # a DNS-1123 label: no regular-expression metacharacter
+
+
+def endpoint_resources(name: str) -> str:
+    """``<name>-[0-9a-f]{N}``: every generation of one endpoint's IEC and nothing else. Prometheus anchors the
+    expression, so ``llama`` does not match ``llama-small-<generation>``."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a DNS label; it cannot be used in a resource_name pattern as it is")
+    return f"{name}-{GENERATION_PATTERN}"
+
+
+def endpoint_matchers(name: str, namespace: str) -> tuple[Matcher, ...]:
+    return Matcher(NAMESPACE, namespace), Matcher(RESOURCE, endpoint_resources(name), "=~")
+
+
+def hop_quantile_ms(hop: Role, quantile: float, *matchers: Matcher, window: str = "5m") -> str:
+    """The ``quantile`` of one hop's time to first byte (successful POSTs on that role's pods), in ms."""
+    return quantile_ms(METRICS["ttfb"], quantile, *matchers, *INVOCATIONS, role(hop), window=window)
+
+
+def ttft_bound_ms(*matchers: Matcher, window: str = "5m") -> str:
+    """Upper bound of the client's P99 TTFT: P99.5 of the prefill hop plus P99.5 of the decode hop, in ms.
+
+    Requests under the routing threshold have no prefill hop. A window without a disaggregated request leaves the
+    prefill term NaN (zero rates) or empty (no series); it then counts as 0 (``>= 0`` drops NaN, ``or on()
+    vector(0)`` fills in), so such traffic is still judged on its one hop. The decode term has no such fallback:
+    without any traffic the whole expression is NaN or empty, and an alert on it stays silent.
+    """
+    prefill = hop_quantile_ms("prefill", HOP_QUANTILE, *matchers, window=window)
+    decode = hop_quantile_ms("decode", HOP_QUANTILE, *matchers, window=window)
+    return f"(({prefill} >= 0) or on() vector(0)) + {decode}"
+
+
+def unobserved(hop: Role, metric: Metric, *matchers: Matcher, evidence: tuple[Matcher, ...] = (),
+               window: str = "10m") -> str:
+    """One sample labelled ``role="<hop>"`` while the hop's pods finish requests (``vllm:request_success_total``
+    grows) but ``metric`` observes nothing there (``_count`` of a histogram, restricted by ``evidence``)."""
+    finished = rate_sum(METRICS["finished"], *matchers, role(hop), window=window)
+    observed = rate_sum(metric, *matchers, *evidence, role(hop), window=window)
+    return f'label_replace(({finished} > 0) unless on() ({observed} > 0), "role", "{hop}", "", "")'

@@ -1,0 +1,134 @@
+"""The planner's efficiency factors and engine defaults, each with the public measurement or default it comes from.
+
+Datasheet peaks (catalogue) are never reached; these factors turn them into what vLLM + LMCache + NIXL achieve. Each
+field says whether it is *calibrated* (fitted to a public measurement, listed in ``measurements.py`` with the
+planner's prediction and its error), *measured* (read off a published benchmark of the component) or *assumed*
+(a documented engine default or a stated choice). docs/planner.md ("Calibration") explains the fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Efficiency factors (fractions of catalogue peaks), fixed costs in seconds, sizes in tokens or bytes."""
+
+    # Calibrated: Dynamo on p5.48xlarge, Llama-3.1-8B BF16 on one H100, ISL 8000: minimum (unqueued) aggregated TTFT
+    # 173 ms (ai-dynamo/dynamo docs/kubernetes/disagg-communication-guide.md, "Break-Even Analysis").
+    prefill_efficiency: float = 0.878
+    # Calibrated: NVIDIA NIM 1.8.0 benchmark, Llama-3.3-70B FP8 TP2 on 2 x H100, 5,000 input tokens, concurrency 1:
+    # TTFT 406.77 ms (docs.nvidia.com/nim/benchmarking/llm, "Performance"). Fraction of the FP8 (or FP4) dense peak
+    # the GEMMs reach; attention stays at the BF16 rate.
+    low_precision_efficiency: float = 0.566
+    # Calibrated: llm-d's peakPrefillThroughput of 33,821 tok/s for gpt-oss-120b (5.1B active) on one H200 per TP1
+    # pod (llm-d guides, llm-d/llm-d) = 0.35 of dense BF16 peak. Grouped expert GEMMs run well below dense ones.
+    moe_prefill_efficiency: float = 0.35
+    # Calibrated: the same NIM benchmark, 500 input / 2,000 output tokens at concurrency 1: ITL 18.91 ms, i.e. the
+    # weights (35 GB per H100) and KV read at this share of 3.35 TB/s, plus the TP all-reduces.
+    hbm_efficiency: float = 0.613
+    # Measured: NIXL's own benchmark (nixlbench, UCX backend, 16 MiB blocks) moved 341 of 400 Gbit/s, 85% of the NIC
+    # line rate (ai-dynamo/nixl pull request #1647). Perplexity's TransferEngine reached the full 400 Gbit/s per GPU
+    # on AWS EFA (arXiv 2510.27656): the line rate is reachable, and 0.85 is the NIXL path's share of it.
+    transfer_efficiency: float = 0.85
+    # Calibrated: the share of the shorter of a step's HBM time and compute time that does not hide under the longer
+    # (kernels do not overlap them perfectly). Fitted on TensorRT-LLM's offline Llama-3.1-8B FP8 ISL 128 / OSL 2048
+    # on one H200: 26,221 output tok/s (NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md @00f37686), the
+    # table's largest decode batch, where both matter. hyperpod_dpd/planner/fit.py refits every calibrated constant.
+    overlap_loss: float = 0.681
+    # Assumed 0: a fixed per-step cost outside the kernels (scheduling, sampling, launch). The public points cannot
+    # separate it from hbm_efficiency (both lengthen every decode step at batch 1), so it stays inside that fit.
+    step_overhead_s: float = 0.0
+    # Calibrated (a lower bound): RDMA writes each EFA interface completes per second on the NIXL path, whatever
+    # their size; small messages are bound by it, large ones by bandwidth. Dynamo's 210 ms disaggregated TTFT
+    # (ai-dynamo/dynamo docs/kubernetes/disagg-communication-guide.md) moved 1.05 GB of Llama-3.1-8B KV in 16-token
+    # blocks (64 KiB per block and layer) over one H100's 4 interfaces with the 4 ms hand-off below; that holds only
+    # if those blocks reach the 42.5 GB/s bandwidth bound: 42.5e9 / 65,536 / 4 = 162,100 per interface. The true
+    # rate may be higher (no public NIXL size sweep on EFA); the bound never moves small blocks faster than
+    # measured. Mooncake's own EFA transport reaches only 92,600 (``MOONCAKE_EFA``).
+    efa_messages_per_s_per_interface: float = 162_100.0
+    # Calibrated: Dynamo's disaggregated path added 37 ms to the unqueued TTFT (173 -> 210 ms); the bulk transfer at
+    # the efficiency above and the decoder's first step explain all but this (router hop, hand-off, notifications).
+    transfer_fixed_s: float = 0.00434
+    # Assumed: LMCache's layer-wise mode (use_layerwise) pipelines each layer's KV behind the prefill of the next, so
+    # only the tail that cannot overlap reaches TTFT (Splitwise, ISCA'24, section 4.2). The operator's LMCache
+    # configuration is not public; False adds the whole bulk transfer to TTFT.
+    transfer_layerwise: bool = True
+    # Documented default: LMCache moves KV in chunks of 256 tokens (chunk_size, LMCache configuration reference);
+    # vLLM's NixlConnector moves vLLM blocks of 16 tokens (the Dynamo measurement).
+    connector_block_tokens: int = 256
+    # Calibrated: engine time the decoder spends per KV block it receives (connector bookkeeping, descriptor handling
+    # and completion polling on the engine loop), fitted to Dynamo's disaggregated ITL of 16.9 ms at ISL 8000 once the
+    # join step's HBM traffic is counted.
+    join_s_per_block: float = 152e-6
+    # Documented: LMCache lands KV in the PD buffer, then copies it into vLLM's paged cache (a read and a write per
+    # byte on top of the DMA write); NixlConnector writes into the paged cache directly (0).
+    pd_buffer_copies: int = 1
+    # Assumed: all-reduce bus bandwidth as a fraction of unidirectional NVLink (half the bidirectional catalogue
+    # figure), and the latency of one small all-reduce (vLLM custom all-reduce on NVLink). Not calibrated.
+    nvlink_efficiency: float = 0.8
+    allreduce_latency_s: float = 10e-6
+    # Documented default: vLLM's --max-num-batched-tokens for the OpenAI server on GPUs with >= 70 GiB
+    # (vllm/engine/arg_utils.py, get_batch_defaults). The chunk a colocated engine adds to one step.
+    chunk_tokens: int = 8192
+    # Documented default: vLLM's --max-num-seqs for the OpenAI server on GPUs with >= 70 GiB that are not A100s
+    # (vllm-project/vllm vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults: 1024; 256 on smaller GPUs). The
+    # scheduler runs at most this many requests at once; the rest wait for a slot.
+    max_num_seqs: int = 1024
+    # Documented defaults: vLLM --gpu-memory-utilization 0.9 (colocated); 0.75 for DPD roles (SageMaker HyperPod DPD
+    # documentation, tuning table).
+    colocated_memory_utilization: float = 0.9
+    dpd_memory_utilization: float = 0.75
+    # Assumed: HBM per GPU that is neither weights nor KV (activations, CUDA graphs, NCCL buffers).
+    non_kv_overhead_bytes: float = 3 * 1024**3
+    # Assumed: the prefill pool is sized to run at most this busy, so its queue stays short.
+    prefill_target_utilization: float = 0.8
+    # Documented: DistServe (OSDI'24) counts a rate as served within SLO when at least 90% of requests meet both the
+    # TTFT and the TPOT target; the planner's recommended operating point uses the same bar.
+    slo_attainment_target: float = 0.9
+    notes: Mapping[str, str] = field(default_factory=lambda: _NOTES, compare=False, repr=False)
+
+    def with_overrides(self, **values: Any) -> Calibration:
+        return replace(self, **values)
+
+
+_NOTES: Mapping[str, str] = MappingProxyType({
+    "prefill_efficiency": "calibrated: Dynamo p5.48xlarge Llama-3.1-8B ISL 8000 unqueued TTFT 173 ms",
+    "low_precision_efficiency": "calibrated: NIM Llama-3.3-70B FP8 TP2 2xH100 5000-token TTFT 406.77 ms",
+    "moe_prefill_efficiency": "calibrated: llm-d peakPrefillThroughput 33,821 tok/s, gpt-oss-120b, one H200",
+    "hbm_efficiency": "calibrated: NIM Llama-3.3-70B FP8 TP2 2xH100 ITL 18.91 ms at concurrency 1",
+    "transfer_efficiency": "measured: nixlbench 341 of 400 Gbit/s (85% of line rate); TransferEngine line rate on EFA",
+    "overlap_loss": "calibrated: TensorRT-LLM offline Llama-3.1-8B FP8 ISL 128 / OSL 2048 on H200, 26,221 tok/s",
+    "step_overhead_s": "assumed: 0, not separable from hbm_efficiency on the public points",
+    "efa_messages_per_s_per_interface": "calibrated lower bound: Dynamo ISL 8000 disaggregated TTFT 210 ms, 64 KiB blocks",
+    "transfer_fixed_s": "calibrated: Dynamo unqueued TTFT 173 ms aggregated vs 210 ms disaggregated",
+    "transfer_layerwise": "assumed: LMCache layer-wise pipelining (Splitwise-style overlap)",
+    "connector_block_tokens": "LMCache default chunk_size 256 tokens",
+    "join_s_per_block": "calibrated: Dynamo disaggregated ITL 16.9 ms at ISL 8000",
+    "pd_buffer_copies": "LMCache copies the PD buffer into the paged KV cache",
+    "nvlink_efficiency": "assumed",
+    "allreduce_latency_s": "assumed",
+    "chunk_tokens": "vLLM default max_num_batched_tokens (OpenAI server, >= 70 GiB GPUs)",
+    "max_num_seqs": "vLLM default max_num_seqs (OpenAI server, >= 70 GiB GPUs)",
+    "colocated_memory_utilization": "vLLM default --gpu-memory-utilization",
+    "dpd_memory_utilization": "HyperPod DPD tuning default (SageMaker HyperPod DPD documentation, tuning table)",
+    "non_kv_overhead_bytes": "assumed",
+    "prefill_target_utilization": "assumed",
+    "slo_attainment_target": "DistServe's goodput definition (90% of requests within both SLOs)",
+})
+
+DEFAULT_CALIBRATION = Calibration()
+
+# The vLLM NixlConnector path Dynamo measured: 16-token blocks written straight into the paged cache, and the decoder
+# pulling after the prefill finished (no layer-wise overlap).
+DYNAMO_NIXL = {"connector_block_tokens": 16, "pd_buffer_copies": 0, "transfer_layerwise": False}
+
+# Mooncake's EFA transport (kvcache-ai/Mooncake docs/source/design/transfer-engine/transport/efa_transport.md
+# @2f45fbe2, p5en.48xlarge GPU to GPU, threads 16, batch 128, "block_size sweep"): 64 KiB blocks moved 97.11 GB/s
+# over 16 interfaces (97.11e9 / 65,536 / 16 = 92,600 messages per second each; calibration) and 2 MiB blocks
+# 366.87 of 400 GB/s (0.917 of line rate; calibration). The 128 KiB to 1 MiB rows and p5 are held out.
+MOONCAKE_EFA = {"efa_messages_per_s_per_interface": 97.11e9 / 65_536 / 16, "transfer_efficiency": 366.87 / 400}

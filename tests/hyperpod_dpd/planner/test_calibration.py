@@ -1,0 +1,119 @@
+"""The calibration table: every constant says where it comes from, calibration rows are fitted, held-out rows are
+predicted within bounds that the published numbers allow (hyperpod_dpd/planner/measurements.py lists the sources)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION, Calibration
+from hyperpod_dpd.planner.measurements import measurements, rows
+
+ROWS = {row.measurement.key: row for row in rows()}
+
+# Held-out error bounds of the Dynamo, NIM and transfer rows: relative error for absolute units, percentage points
+# for relative changes. They are the errors the model has today (docs/planner.md, "Calibration"), rounded up; a
+# change that worsens them fails here. The TensorRT-LLM and Mooncake rows are bounded per bucket below.
+HELD_OUT_BOUNDS = {
+    "dynamo-itl-aggregated": 0.36,  # the colocated prefill stall is overestimated (38.6 vs 28.5 ms)
+    "dynamo-tput-aggregated": 0.05,
+    "dynamo-tput-disaggregated": 0.07,
+    "dynamo-p95-aggregated": 0.46,  # vLLM's aggregated queue has a longer tail than M/G/1 predicts
+    "dynamo-p95-disaggregated": 0.03,
+    "dynamo-gain-1000": 9.5, "dynamo-gain-2000": 16.5, "dynamo-gain-4000": 14.0, "dynamo-gain-8000": 3.0,
+    "dynamo-itl-change-1000": 5.0, "dynamo-itl-change-2000": 10.0, "dynamo-itl-change-4000": 16.5,
+    "dynamo-itl-change-8000": 15.5,
+    "nim-ttft-500-c1": 0.22, "nim-itl-5000-c1": 0.07, "nim-ttft-5000-c5": 0.17, "nim-itl-5000-c5": 0.09,
+    "nim-ttft-5000-c25": 0.08, "nim-itl-5000-c25": 0.11, "nim-ttft-5000-c50": 0.07, "nim-itl-5000-c50": 0.13,
+    "nim-tput-5000-c50": 0.11, "transferengine-efa-peak": 0.20, "p5en-line-rate": 0.0,
+}
+CEILINGS = {"trtllm": 0.45, "mooncake": 0.15}  # no single TensorRT-LLM or Mooncake row may be off by more
+
+
+def test_every_factor_says_where_it_comes_from() -> None:
+    names = {f.name for f in dataclasses.fields(Calibration)} - {"notes"}
+    assert names == set(DEFAULT_CALIBRATION.notes)
+    calibrated = {n for n, note in DEFAULT_CALIBRATION.notes.items() if note.startswith(("calibrated", "measured"))}
+    assert {"prefill_efficiency", "low_precision_efficiency", "hbm_efficiency", "transfer_efficiency",
+            "transfer_fixed_s", "join_s_per_block", "moe_prefill_efficiency"} <= calibrated
+
+
+def test_the_decoder_stall_factor_is_gone() -> None:
+    assert "decoder_transfer_stall" not in {f.name for f in dataclasses.fields(Calibration)}
+
+
+def test_efficiencies_are_fractions_of_the_datasheet_peaks() -> None:
+    for name in ("prefill_efficiency", "low_precision_efficiency", "moe_prefill_efficiency", "hbm_efficiency",
+                 "transfer_efficiency", "nvlink_efficiency"):
+        assert 0 < getattr(DEFAULT_CALIBRATION, name) <= 1
+
+
+def test_each_fitted_constant_has_exactly_one_calibration_row_and_it_fits() -> None:
+    # GIVEN the rows that fixed a constant
+    fitted = [r for r in ROWS.values() if r.measurement.role == "calibration"]
+    # THEN each constant is fitted once, and the fit reproduces its measurement within 2% (or 0.5 points)
+    assert sorted(r.measurement.fits for r in fitted) == sorted(
+        {"prefill_efficiency", "transfer_fixed_s", "join_s_per_block", "hbm_efficiency", "low_precision_efficiency",
+         "transfer_efficiency", "overlap_loss", "efa_messages_per_s_per_interface (MOONCAKE_EFA)",
+         "transfer_efficiency (MOONCAKE_EFA)"})
+    for row in fitted:
+        assert abs(row.error) <= (0.5 if row.measurement.unit == "%" else 0.02), row.measurement.key
+
+
+def test_every_held_out_row_is_bounded() -> None:
+    held = {k for k, r in ROWS.items() if r.measurement.role == "held-out"}
+    assert held == set(HELD_OUT_BOUNDS) | {k for k in held if k.startswith(tuple(CEILINGS))}
+    for key, bound in HELD_OUT_BOUNDS.items():
+        assert abs(ROWS[key].error) <= bound + 1e-9, (key, ROWS[key].predicted, ROWS[key].error)
+    for key in held - set(HELD_OUT_BOUNDS):
+        assert abs(ROWS[key].error) <= CEILINGS[key.split("-")[0]], (key, ROWS[key].predicted, ROWS[key].error)
+
+
+def test_the_table_holds_at_least_forty_published_points() -> None:
+    assert len(ROWS) >= 40 + 30  # the 30 Dynamo, NIM and transfer rows, plus the TensorRT-LLM and Mooncake ones
+    assert sum(1 for k in ROWS if k.startswith(("trtllm", "mooncake"))) >= 40
+
+
+def test_the_constants_are_the_fit_of_their_rows() -> None:
+    # GIVEN the fit of every calibrated constant on its own row, started from the shipped values
+    from hyperpod_dpd.planner.fit import FITS, fit
+
+    refit = fit(rounds=1)
+    # THEN the shipped constants are that fit, rounded (within 1%)
+    for one in FITS:
+        shipped, fitted = getattr(DEFAULT_CALIBRATION, one.constant), getattr(refit, one.constant)
+        assert shipped == pytest.approx(fitted, rel=0.01, abs=1e-6), one.constant
+
+
+def test_the_transfer_never_beats_the_published_efa_peak() -> None:
+    # GIVEN TransferEngine's 400 Gbit/s per GPU on EFA, the fastest published KV path
+    row = ROWS["transferengine-efa-peak"]
+    # THEN the planner's NIXL path stays below it
+    assert row.predicted < row.measurement.published
+
+
+def test_disaggregation_gains_grow_with_the_prompt_as_measured() -> None:
+    # WHEN the Dynamo ISL sweep is predicted
+    gains = [ROWS[f"dynamo-gain-{isl}"].predicted for isl in (1000, 2000, 4000)]
+    itl = [ROWS[f"dynamo-itl-change-{isl}"].predicted for isl in (1000, 2000, 4000, 8000)]
+    # THEN the gain rises to double digits with the prompt, and ITL falls further with every length
+    assert gains == sorted(gains) and gains[2] > 10
+    assert itl == sorted(itl, reverse=True)
+
+
+@pytest.mark.xfail(strict=True, reason="measured +9.1 pp at ISL 1000 (published 0) since the v3 overlap loss; "
+                                       "the planner overstates DPD's gain on short prompts")
+def test_disaggregation_is_about_even_at_one_thousand_tokens() -> None:
+    assert abs(ROWS["dynamo-gain-1000"].predicted) < 3
+
+
+def test_every_measurement_names_its_source_and_role() -> None:
+    for m in measurements():
+        assert m.source and m.what and m.role in ("calibration", "held-out")
+        assert (m.role == "calibration") == bool(m.fits)
+
+
+@pytest.mark.parametrize("key", ["nim-itl-5000-c25", "nim-ttft-5000-c50"])
+def test_fp8_points_use_fp8_weights(key: str) -> None:
+    assert "FP8" in ROWS[key].measurement.source
