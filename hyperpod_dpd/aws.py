@@ -33,6 +33,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from hyperpod_dpd import __version__
 from hyperpod_dpd.errors import HpdpdError
 
+# Defined beside the answer check that raises it (which imports nothing of this module); importable from here too.
+from hyperpod_dpd.ops.answers import MalformedAnswer
+
 if TYPE_CHECKING:
     from botocore.config import Config
 
@@ -76,15 +79,6 @@ class Budget(Protocol):
     def remaining(self) -> float: ...
 
     def bound(self, seconds: float, *, what: str) -> float: ...
-
-
-class MalformedAnswer(HpdpdError):
-    """An answer that is not the service's: one line naming the operation and the endpoint (exit 2)."""
-
-    def __init__(self, *, operation: str, endpoint: str, detail: str) -> None:
-        super().__init__(f"{operation} at {endpoint}: the answer is not the service's ({detail}); check "
-                         "AWS_ENDPOINT_URL and any proxy in between")
-        self.operation, self.endpoint, self.detail = operation, endpoint, detail
 
 
 def client_config(*, deadline: Budget | None = None) -> Config:

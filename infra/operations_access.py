@@ -28,11 +28,11 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
 from hyperpod_dpd.catalogue.operator import INFERENCE_NAMESPACE
+from hyperpod_dpd.catalogue.operator_api import IEC_GROUP, IEC_PLURAL
 from hyperpod_dpd.errors import MISSING, ConfigError
 from hyperpod_dpd.infra.eks_cluster import principal_id
 from hyperpod_dpd.k8s.defaults import MANAGED_BY, MANAGED_BY_LABEL
 from hyperpod_dpd.k8s.validation import validate_manifests
-from hyperpod_dpd.ops.kube import IEC_GROUP, IEC_PLURAL
 
 OPERATIONS_GROUP = "hyperpod-dpd-operations"
 RBAC_API = "rbac.authorization.k8s.io/v1"

@@ -19,8 +19,9 @@ from typing import Any
 import cdk8s
 
 from hyperpod_dpd.catalogue.operator import IEC_EXTENSION_FIELDS, CrdField
+from hyperpod_dpd.catalogue.operator_api import IEC_API_VERSION, IEC_KIND
 
-IEC_V1 = ("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig")
+IEC_V1 = (IEC_API_VERSION, IEC_KIND)
 
 
 def extension_field(path: str) -> CrdField:

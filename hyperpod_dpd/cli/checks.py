@@ -19,7 +19,7 @@ import io
 import os
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
 from typing import Any
@@ -57,9 +57,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     exec_parser.set_defaults(func=exec_command)
 
 
-def parse_check(arguments: Sequence[str], *, runner_env: str | None) -> argparse.Namespace:
-    """The command parsed by hpdpd's own parser, refused unless it is a check command (one line, exit 2)."""
-    from hyperpod_dpd.cli.main import build_parser
+def parse_check(arguments: Sequence[str], *, runner_env: str | None,
+                build_parser: Callable[[], argparse.ArgumentParser]) -> argparse.Namespace:
+    """The command parsed by hpdpd's own parser (``build_parser``, handed down by :mod:`hyperpod_dpd.cli.main`, which
+    imports this module: no import back), refused unless it is a check command (one line, exit 2)."""
     from hyperpod_dpd.ops.remote_checks import ALLOWED_TEXT, CHECK_COMMANDS, refusal
 
     if not arguments:
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0 or args.interval <= 0:
         raise HpdpdError("--timeout and --interval must be positive")
     env = load_environment_from_args(args)
-    parse_check(remote, runner_env=env.name)  # refused here, before anything is uploaded
+    parse_check(remote, runner_env=env.name, build_parser=args.build_parser)  # refused here, before anything is uploaded
     if not args.source.is_dir():
         raise HpdpdError(f"--source: {args.source}: not a directory")
     deadline = command_deadline(args.timeout)
@@ -117,16 +118,15 @@ def run(args: argparse.Namespace) -> int:
 
 def exec_command(args: argparse.Namespace) -> int:
     """Inside the runner: the command of ``HPDPD_ARGS``, refused unless a check of the runner's environment."""
-    from hyperpod_dpd.cli.main import main
     from hyperpod_dpd.ops.remote_checks import ARGS_VARIABLE, ENVIRONMENT_VARIABLE, decode_arguments
 
     arguments = decode_arguments(os.environ.get(ARGS_VARIABLE))
     runner_env = os.environ.get(ENVIRONMENT_VARIABLE)
     if not runner_env:
         raise HpdpdError(f"{ENVIRONMENT_VARIABLE} is not set: 'hpdpd checks exec' runs only inside a checks runner")
-    parse_check(arguments, runner_env=runner_env)
+    parse_check(arguments, runner_env=runner_env, build_parser=args.build_parser)
     print(f"hpdpd: running: hpdpd {' '.join(arguments)}", file=sys.stderr)
-    return main(arguments)
+    return int(args.main(arguments))  # hpdpd itself, handed down by hyperpod_dpd.cli.main
 
 
 def _print_log(message: str) -> None:

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = common_options()
     for register in _registrations():
         register(subparsers, common)
+    # `hpdpd checks` runs hpdpd's own parser and entry point (checks run / exec): handed down here rather than
+    # imported back by hyperpod_dpd.cli.checks, which this module imports (no import cycle).
+    parser.set_defaults(build_parser=build_parser, main=main)
     return parser
 
 

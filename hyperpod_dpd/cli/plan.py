@@ -319,6 +319,7 @@ def _plot_path(value: str | None) -> Path | None:
 def run(args: argparse.Namespace) -> int:
     from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION
     from hyperpod_dpd.planner.plan import make_plan
+    from hyperpod_dpd.planner.report import plan_dict
     from hyperpod_dpd.planner.verdict import Slo
 
     chosen_model = _chosen_model(args)
@@ -382,7 +383,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(render_yaml(block))
         return 0
     if args.output == "json":
-        data = plan.to_dict()
+        data = plan_dict(plan)
         data["warnings"] = notes
         if target is not None:
             data["environment"] = target.name

@@ -35,7 +35,9 @@ def _headers(load: str) -> tuple[str, ...]:
 
 
 def print_report(plan: Any, notes: list[str], stream: TextIO) -> None:
-    data = plan.to_dict()
+    from hyperpod_dpd.planner.report import plan_dict  # here: `hpdpd --help` imports no planner module
+
+    data = plan_dict(plan)
     r = data["recommendation"]
     layout = plan.layout
     precision = data["precision"]

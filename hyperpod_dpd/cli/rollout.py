@@ -193,12 +193,13 @@ def render_manifest(env: Any, endpoint: Any) -> dict[str, Any]:
     """The desired IEC exactly as the endpoints chart renders it (cdk8s; validated against the CRD)."""
     import cdk8s
 
+    from hyperpod_dpd.catalogue.operator_api import IEC_KIND
     from hyperpod_dpd.k8s.charts import add_environment_charts
 
     for chart in add_environment_charts(cdk8s.App(), env):
         for document in chart.to_json():
             meta = document.get("metadata") or {}
-            if document.get("kind") == "InferenceEndpointConfig" and meta.get("name") == endpoint.resource_name:
+            if document.get("kind") == IEC_KIND and meta.get("name") == endpoint.resource_name:
                 return dict(document)
     raise KeyError(f"the charts of {env.name} render no IEC {endpoint.resource_name}")
 

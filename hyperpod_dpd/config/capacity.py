@@ -21,41 +21,19 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, ValidationInfo, field_validator
-
 from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
 from hyperpod_dpd.catalogue.operator import DPD_ROLES
-from hyperpod_dpd.config.base import Model, join
+from hyperpod_dpd.config.base import join
+from hyperpod_dpd.config.endpoint_sections import DEFAULT_RATIO as DEFAULT_RATIO  # re-exported: the ratio model
+from hyperpod_dpd.config.endpoint_sections import DEFAULT_RATIO_MAX as DEFAULT_RATIO_MAX
+from hyperpod_dpd.config.endpoint_sections import DEFAULT_RATIO_MIN as DEFAULT_RATIO_MIN
+from hyperpod_dpd.config.endpoint_sections import ReplicaRatio as ReplicaRatio
 from hyperpod_dpd.config.hyperpod import HyperPodConfig, InstanceGroup
 from hyperpod_dpd.errors import Issue
 
 if TYPE_CHECKING:
-    from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig, RoleConfig
-
-# Prefill replicas per decode replica. platform.md §6 (from the DPD documentation and blog): start at 1:1 for balanced
-# traffic, 2:1 or 3:1 for prefill-heavy traffic, and one decoder per endpoint with several prefillers. The default
-# ceiling allows one step beyond 3:1 for prefill bursts under autoscaling; the floor keeps a prefiller per decoder.
-DEFAULT_RATIO_MIN = 1.0
-DEFAULT_RATIO_MAX = 4.0
-
-
-class ReplicaRatio(Model):
-    """``endpoints[].ratio``: the prefill replicas allowed per decode replica, ``min`` to ``max``."""
-
-    min: float = Field(default=DEFAULT_RATIO_MIN, ge=0)
-    max: float = Field(default=DEFAULT_RATIO_MAX, gt=0)
-
-    @field_validator("max")
-    @classmethod
-    def _max(cls, value: float, info: ValidationInfo) -> float:
-        low = info.data.get("min")
-        if low is not None and value < low:
-            raise ValueError(f"must be at least min ({low:g})")
-        return value
-
-
-DEFAULT_RATIO = ReplicaRatio()
-
+    from hyperpod_dpd.catalogue.operator import DpdRole
+    from hyperpod_dpd.config.endpoint_fields import EndpointFields, RoleConfig
 
 # -- demand and placement ------------------------------------------------------------------------------------------------
 
@@ -103,7 +81,7 @@ class Placement:
     by_role: dict[str, list[Demand]] = field(default_factory=dict)
 
 
-def placements(hyperpod: HyperPodConfig, endpoints: Iterable[EndpointConfig]) -> Placement:
+def placements(hyperpod: HyperPodConfig, endpoints: Iterable[EndpointFields]) -> Placement:
     """The demand on each group; roles whose placement the endpoint checks refuse are left out."""
     groups = {g.name: g for g in hyperpod.instance_groups}
     placed = Placement()
@@ -144,7 +122,7 @@ def _listed(demands: Iterable[Demand]) -> str:
 
 # -- checks --------------------------------------------------------------------------------------------------------------
 
-def role_capacity_issues(endpoint: EndpointConfig, role: DpdRole, group: InstanceGroup, path: str) -> Iterator[Issue]:
+def role_capacity_issues(endpoint: EndpointFields, role: DpdRole, group: InstanceGroup, path: str) -> Iterator[Issue]:
     """One role on its named, active group of the right role and type: its replicas, then its maximum replicas, must
     fit the group's most nodes."""
     config = endpoint.role(role)
@@ -299,7 +277,7 @@ def _at_most(demands: Iterable[Demand]) -> str:
     return " at most" if any(d.max_replicas != d.min_replicas for d in demands) else ""
 
 
-def ratio_issues(endpoint: EndpointConfig, path: str) -> Iterator[Issue]:
+def ratio_issues(endpoint: EndpointFields, path: str) -> Iterator[Issue]:
     """The first of: fixed replicas, floor (minimum replicas) and ceiling (maximum replicas) whose prefill:decode
     ratio is outside ``ratio`` (or the default, unless the endpoint opts into several decoders). Replicas outside
     their autoscaling range are reported by the endpoint checks alone."""

@@ -16,7 +16,13 @@ from hyperpod_dpd.config.base import (
     join,
     pattern,
 )
-from hyperpod_dpd.config.eks_existing import ROLE_ARN, EksVersion, ExistingEksCluster, partition_of
+from hyperpod_dpd.config.eks_existing import (
+    ROLE_ARN,
+    EksVersion,
+    ExistingEksCluster,
+    kubectl_layer_problem,
+    partition_of,
+)
 from hyperpod_dpd.config.names import EksClusterName
 from hyperpod_dpd.config.network import public_cidrs_problem
 from hyperpod_dpd.errors import MISSING, Issue
@@ -24,6 +30,8 @@ from hyperpod_dpd.errors import MISSING, Issue
 # EnvironmentConfig.issues (hyperpod_dpd/config/environment.py) refuses this literal in production itself; the coverage rule
 # below skips it there so the refusal is one line. Remove both together once that literal check goes.
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
+# Who reaches the Kubernetes API of a created cluster (aws_eks_v2 EndpointAccess PUBLIC_AND_PRIVATE or PRIVATE).
+EndpointAccess = Literal["public_and_private", "private"]
 ALL_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 # Settings of a cluster the toolkit creates; an adopted cluster (eks.existing) keeps its own.
 CREATION_KEYS = {
@@ -56,7 +64,7 @@ class EksConfig(Model):
     cluster_name: EksClusterName
     version: EksVersion = DEFAULT_EKS_VERSION
     existing: ExistingEksCluster | None = None
-    endpoint_access: Literal["public_and_private", "private"] = "public_and_private"
+    endpoint_access: EndpointAccess = "public_and_private"
     # Required with a public endpoint (no default: an API open to the internet is a decision, not an accident).
     public_access_cidrs: tuple[Cidr, ...] = ()
     admin_principals: tuple[IamPrincipalArn, ...] = ()
@@ -90,6 +98,8 @@ class EksConfig(Model):
         yield from addon_version_issues(join(path, "addon_versions"), self.addon_versions,
                                         {a.name: a.minimum for a in CORE_ADDONS}, kind="core", why="HyperPod needs")
         yield from self._operations_issues(root, path)
+        if self.existing is None and (layer := kubectl_layer_problem(self.version)) is not None:
+            yield Issue(join(path, "version"), self.version, layer)  # adopted: checked once, at existing.version
         if self.existing is not None:
             yield from self._adoption_issues(root, path, self.existing)
         elif self.endpoint_access == "private" and self.public_access_cidrs:

@@ -13,13 +13,15 @@ are refused there unless ``network_policy_enforced`` says the cluster enforces t
 
 from __future__ import annotations
 
+import importlib.machinery
 import re
+import sys
 from collections.abc import Iterator
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-from hyperpod_dpd.catalogue.versions import CORE_ADDONS, DEFAULT_EKS_VERSION, EKS_VERSIONS
+from hyperpod_dpd.catalogue.versions import CORE_ADDONS, DEFAULT_EKS_VERSION, EKS_VERSIONS, KUBECTL_LAYERS
 from hyperpod_dpd.config.base import Model, join, pattern, quoted_choice
 from hyperpod_dpd.config.names import EksClusterName
 from hyperpod_dpd.errors import Issue
@@ -48,6 +50,43 @@ def partition_of(region: str) -> str:
     if region.startswith("us-gov-"):
         return "aws-us-gov"
     return "aws"
+
+
+def kubectl_layer_problem(version: str) -> str | None:
+    """Why the kubectl/helm Lambda layer of Kubernetes ``version`` cannot be used here, or None.
+
+    aws_eks_v2 needs that layer package (PyPI ``aws-cdk.lambda-layer-kubectl-v3x``; only the newest ones are
+    dependencies of hyperpod-dpd, the older ones are extras). It is looked up the way ``import`` would find it, without
+    running it: importing ``aws_cdk`` starts the CDK's Node process, and loading a configuration imports no CDK. A
+    module the import system blocks (``None`` in ``sys.modules``) counts as absent, as ``import`` treats it. A layer
+    found here that then fails to import is still refused when the cluster is built (infra/eks_cluster.py).
+    """
+    if version not in KUBECTL_LAYERS:
+        return None  # not a version at all: the EksVersion rule reports it
+    return None if _module_found(KUBECTL_LAYERS[version][0]) else missing_layer_message(version)
+
+
+def missing_layer_message(version: str) -> str:
+    """What to install for the kubectl layer of ``version`` (a version of ``KUBECTL_LAYERS``)."""
+    minor = version.split(".")[1]
+    extra, package = f"kubectl-v{minor}", f"aws-cdk.lambda-layer-kubectl-v{minor}"  # pyproject.toml's extras
+    return (f"needs the kubectl layer package {package} (module {KUBECTL_LAYERS[version][0]}), which this Python "
+            f"environment lacks: pip install 'hyperpod-dpd[{extra}]'")
+
+
+def _module_found(name: str) -> bool:
+    """Whether ``import name`` would find a module, without executing it or its parent package."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    parent_name, _, _ = name.rpartition(".")
+    parent = sys.modules.get(parent_name)
+    locations = list(getattr(parent, "__path__", None) or [])
+    if parent is None:
+        spec = importlib.machinery.PathFinder.find_spec(parent_name)
+        if spec is None or not spec.submodule_search_locations:
+            return False
+        locations = list(spec.submodule_search_locations)
+    return bool(locations) and importlib.machinery.PathFinder.find_spec(name, locations) is not None
 
 
 def _core_addon(value: str) -> str:
@@ -102,6 +141,8 @@ class ExistingEksCluster(Model):
                 yield Issue(join(path, key), value, f"must be the OIDC provider of a cluster in region {region}")
 
     def issues(self, root: Any, path: str) -> Iterator[Issue]:
+        if (problem := kubectl_layer_problem(self.version)) is not None:
+            yield Issue(join(path, "version"), self.version, problem)  # the key the user wrote: eks.existing.version
         yield from self.arn_issues(path, account=root.account, region=root.region)
         if self.kubectl_security_group_id and not self.kubectl_private_subnet_ids:
             yield Issue(join(path, "kubectl_security_group_id"), self.kubectl_security_group_id,

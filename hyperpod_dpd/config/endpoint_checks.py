@@ -1,4 +1,4 @@
-"""Cross-field checks of a DPD endpoint (:class:`~hyperpod_dpd.config.endpoints.EndpointConfig`), on its own and
+"""Cross-field checks of a DPD endpoint (:class:`~hyperpod_dpd.config.endpoint_fields.EndpointFields`), on its own and
 against the environment: the operator's CRD has no CEL rules, so bad combinations would otherwise surface only at
 deploy time. :func:`endpoint_issues` returns errors, among them every choice the endpoint's image or operator release is
 known not to run (hyperpod_dpd.config.endpoint_image); :func:`endpoint_warnings` returns valid but doubtful choices, which
@@ -27,6 +27,7 @@ from hyperpod_dpd.catalogue.operator import (
 )
 from hyperpod_dpd.config.base import join
 from hyperpod_dpd.config.capacity import ratio_issues, role_capacity_issues
+from hyperpod_dpd.config.endpoint_fields import GENERATION_LENGTH as GENERATION_LENGTH  # re-exported
 from hyperpod_dpd.config.endpoint_image import image_issues, image_warnings
 from hyperpod_dpd.config.endpoint_pods import (
     BLOCKING_EFFECTS,
@@ -42,20 +43,20 @@ from hyperpod_dpd.config.network import public_cidrs_problem
 from hyperpod_dpd.errors import MISSING, Issue
 
 if TYPE_CHECKING:
-    from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig
+    from hyperpod_dpd.catalogue.operator import DpdRole
+    from hyperpod_dpd.config.endpoint_fields import EndpointFields
     from hyperpod_dpd.config.hyperpod import InstanceGroup
 
-GENERATION_LENGTH = 6  # hex characters of the immutable-field hash in the IEC name
 
 
-def endpoint_issues(endpoint: EndpointConfig, root: Any, path: str) -> Iterator[Issue]:
+def endpoint_issues(endpoint: EndpointFields, root: Any, path: str) -> Iterator[Issue]:
     """Errors; ``root`` is the environment (or ``None`` for an endpoint built in Python without one)."""
     yield from _local_issues(endpoint, path)
     if root is not None:
         yield from _environment_issues(endpoint, root, path)
 
 
-def operator_issues(endpoint: EndpointConfig, operator: str, path: str, *,
+def operator_issues(endpoint: EndpointFields, operator: str, path: str, *,
                     setting: str = "operator.version") -> Iterator[Issue]:
     """Fields of later operators that ``operator`` (the release named by ``setting``) cannot render."""
     for field in iec_extensions(endpoint):
@@ -77,7 +78,7 @@ def managed_flag_issues(path: str, args: tuple[str, ...] | list[str]) -> Iterato
 
 # -- the endpoint on its own ---------------------------------------------------------------------------------------------
 
-def _local_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
+def _local_issues(e: EndpointFields, path: str) -> Iterator[Issue]:
     gpus = e.instance.gpu_count
     if e.tensor_parallel_size is not None:
         divisors = [d for d in range(1, gpus + 1) if gpus % d == 0]
@@ -129,7 +130,7 @@ def _local_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
                     f"{e.instance_type}); it is allocated per tensor-parallel rank on the decoder")
 
 
-def _decode_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
+def _decode_issues(e: EndpointFields, path: str) -> Iterator[Issue]:
     if e.decode.allow_multiple_replicas:
         return
     why = (f"the HyperPod Inference Operator supports {MAX_DECODE_REPLICAS} decoder per endpoint today; add prefill "
@@ -142,7 +143,7 @@ def _decode_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
         yield Issue(join(path, "decode.autoscaling.max_replicas"), scaling.max_replicas, why)
 
 
-def _s3_key_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
+def _s3_key_issues(e: EndpointFields, path: str) -> Iterator[Issue]:
     """S3 prefixes that no object key fits under (S3 keys have at most S3_KEY_MAX_BYTES of UTF-8, prefix included)."""
     prefixes: list[tuple[str, str, str]] = []  # (field, value as written, key prefix)
     if e.model.s3:
@@ -160,7 +161,7 @@ def _s3_key_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
                         f"{S3_PREFIX_MAX_BYTES:,}")
 
 
-def _environment_variable_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
+def _environment_variable_issues(e: EndpointFields, path: str) -> Iterator[Issue]:
     for key, value in e.environment.items():
         where = join(join(path, "environment"), key)
         if key == PD_BUFFER_SIZE_VARIABLE:
@@ -173,7 +174,7 @@ def _environment_variable_issues(e: EndpointConfig, path: str) -> Iterator[Issue
 
 # -- the endpoint in its environment -------------------------------------------------------------------------------------
 
-def _environment_issues(e: EndpointConfig, root: Any, path: str) -> Iterator[Issue]:
+def _environment_issues(e: EndpointFields, root: Any, path: str) -> Iterator[Issue]:
     if e.namespace == DEFAULT_NAMESPACE:
         yield Issue(join(path, "namespace"), e.given("namespace"),
                     f"an environment's endpoint needs a namespace of its own, such as 'llm-serving' (not "
@@ -206,7 +207,7 @@ def _environment_issues(e: EndpointConfig, root: Any, path: str) -> Iterator[Iss
                         "PodDisruptionBudgets and NetworkPolicies cannot tell two endpoints apart")
 
 
-def _group_issues(e: EndpointConfig, root: Any, path: str) -> Iterator[Issue]:
+def _group_issues(e: EndpointFields, root: Any, path: str) -> Iterator[Issue]:
     """Roles against the HyperPod groups; skipped while the groups themselves are invalid (root cause alone)."""
     if next(iter(root.hyperpod.issues(root, "hyperpod")), None) is not None:
         return
@@ -238,7 +239,7 @@ def _group_issues(e: EndpointConfig, root: Any, path: str) -> Iterator[Issue]:
                 yield from role_capacity_issues(e, role, group, path)
 
 
-def _role_only_issues(e: EndpointConfig, role: DpdRole, groups: tuple[InstanceGroup, ...],
+def _role_only_issues(e: EndpointFields, role: DpdRole, groups: tuple[InstanceGroup, ...],
                       path: str) -> Iterator[Issue]:
     """A role placed by its role label alone runs on any group of that role: refused when every one is parked."""
     if groups and all(g.parked for g in groups):
@@ -248,7 +249,7 @@ def _role_only_issues(e: EndpointConfig, role: DpdRole, groups: tuple[InstanceGr
                     "set a group's count, or remove the endpoint while the groups are parked")
 
 
-def _taint_issues(e: EndpointConfig, root: Any, path: str) -> Iterator[Issue]:
+def _taint_issues(e: EndpointFields, root: Any, path: str) -> Iterator[Issue]:
     """Taints that keep the endpoint's pods off its instance groups: its tolerations must match every one of them."""
     operator = root.operator.version
     blocking = [t for t in group_taints(e, root.hyperpod) if t.taint.effect in BLOCKING_EFFECTS]
@@ -294,7 +295,7 @@ def environment_warnings(root: Any) -> list[Issue]:
     return list(dict.fromkeys(found))  # Issue is a frozen dataclass: the same path and message count once
 
 
-def endpoint_warnings(e: EndpointConfig, path: str = "") -> list[Issue]:
+def endpoint_warnings(e: EndpointFields, path: str = "") -> list[Issue]:
     """Valid but doubtful choices, where the docs say DPD will not pay off or may not work: each may still run, so
     none is refused (what the image or the operator cannot run is an error of :func:`endpoint_issues`)."""
     found: list[Issue] = []

@@ -10,9 +10,7 @@ refused, with the fix; so is one whose version nobody knows (fail safe: the user
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated
-
-from pydantic import AfterValidator
+from typing import TYPE_CHECKING
 
 from hyperpod_dpd.catalogue.operator import (
     DPD_WORKER_IMAGES,
@@ -24,35 +22,17 @@ from hyperpod_dpd.catalogue.operator import (
     image_lmcache_version,
     image_vllm_version,
 )
-from hyperpod_dpd.config.base import Model, join
+from hyperpod_dpd.config.base import join
+from hyperpod_dpd.config.endpoint_sections import ComponentVersion as ComponentVersion  # re-exported: the model
+from hyperpod_dpd.config.endpoint_sections import ImageVersions as ImageVersions
 from hyperpod_dpd.config.names import is_unresolved
 from hyperpod_dpd.errors import Issue
 
 if TYPE_CHECKING:
-    from hyperpod_dpd.config.endpoints import EndpointConfig
+    from hyperpod_dpd.config.endpoint_fields import EndpointFields
 
 
-def _release(value: str) -> str:
-    try:
-        component_version_key(value)
-    except ValueError:
-        raise ValueError("must be a release version such as '0.19.1' (MAJOR.MINOR.PATCH, optionally 'postN'; "
-                         "release candidates and dev builds cannot lift a version requirement)") from None
-    return value
-
-
-ComponentVersion = Annotated[str, AfterValidator(_release)]
-
-
-class ImageVersions(Model):
-    """``image_versions``: what the endpoint's own image ships, for the checks that depend on it (a documented DPD
-    image needs none: the catalogue knows its versions)."""
-
-    vllm: ComponentVersion | None = None
-    lmcache: ComponentVersion | None = None
-
-
-def _versions(e: EndpointConfig) -> tuple[str | None, str | None]:
+def _versions(e: EndpointFields) -> tuple[str | None, str | None]:
     """The (vLLM, LMCache) versions of the endpoint's image: stated, else from the catalogue or the tag."""
     stated = e.image_versions or ImageVersions()
     image = e.worker_image
@@ -68,7 +48,7 @@ def _fix(component: str, minimum: str) -> str:
             f"(image_versions: {{{key}: \"{minimum}\"}})")
 
 
-def image_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
+def image_issues(e: EndpointFields, path: str) -> Iterator[Issue]:
     """Known-bad image choices: ``image_versions`` that contradict the catalogue, ``kvaware`` on an image whose vLLM or
     LMCache is too old or unknown, ``lmcache.mode: MultiProcess`` on an image whose LMCache is too old or unknown."""
     image = e.worker_image
@@ -114,7 +94,7 @@ def image_issues(e: EndpointConfig, path: str) -> Iterator[Issue]:
                         f"{lmcache}; use mode 'InProcess', or {_fix('LMCache', LMCACHE_MULTIPROCESS_MINIMUM)}")
 
 
-def image_warnings(e: EndpointConfig, path: str) -> list[Issue]:
+def image_warnings(e: EndpointFields, path: str) -> list[Issue]:
     """An image that is not a documented DPD image may work (it must ship LMCache, NIXL and the EFA libfabric
     provider, which hyperpod-dpd cannot see): a warning, never an error."""
     image = e.worker_image

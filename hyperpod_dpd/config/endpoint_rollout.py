@@ -23,39 +23,20 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from pydantic import Field
-
 from hyperpod_dpd.catalogue.models import model_by_name
-from hyperpod_dpd.config.base import Model, join
+from hyperpod_dpd.config.base import join
+from hyperpod_dpd.config.endpoint_sections import DNS_TTL_SECONDS as DNS_TTL_SECONDS  # re-exported: the model
+from hyperpod_dpd.config.endpoint_sections import MAX_DRAIN_SECONDS as MAX_DRAIN_SECONDS
+from hyperpod_dpd.config.endpoint_sections import SAGEMAKER_NAME_MAX as SAGEMAKER_NAME_MAX
+from hyperpod_dpd.config.endpoint_sections import RolloutConfig as RolloutConfig
+from hyperpod_dpd.config.endpoint_sections import sagemaker_endpoint_name as sagemaker_endpoint_name
 from hyperpod_dpd.config.names import is_unresolved
 from hyperpod_dpd.errors import Issue
 
 if TYPE_CHECKING:
-    from hyperpod_dpd.config.endpoints import EndpointConfig
+    from hyperpod_dpd.config.endpoint_fields import EndpointFields
 
-SAGEMAKER_NAME_MAX = 63  # botocore sagemaker service-2, shape EndpointName: "max": 63
-DNS_TTL_SECONDS = 5  # CoreDNS kubernetes plugin default TTL (above): lookups made just before the switch
-MAX_DRAIN_SECONDS = 86_400
-
-
-class RolloutConfig(Model):
-    """How ``hpdpd rollout promote`` moves the endpoint to a new IEC generation."""
-
-    # None: the endpoint's longest request (max_model_len x slo.tpot_ms + slo.ttft_ms), see drain_seconds().
-    drain_seconds: int | None = Field(default=None, ge=0, le=MAX_DRAIN_SECONDS)
-    # Keep sagemaker_endpoint_name as it is for every generation: blue/green is then refused (one name, two endpoints).
-    fixed_sagemaker_endpoint_name: bool = False
-
-
-def sagemaker_endpoint_name(base: str | None, generation: str, *, fixed: bool) -> str | None:
-    """``spec.endpointName`` of the IEC of ``generation``: ``<base>-<generation>`` (``base`` when fixed; None without
-    a base: no SageMaker endpoint)."""
-    if not base:
-        return None
-    return base if fixed else f"{base}-{generation}"
-
-
-def longest_request_seconds(endpoint: EndpointConfig) -> float | None:
+def longest_request_seconds(endpoint: EndpointFields) -> float | None:
     """``max_model_len`` (or the catalogue model's context) tokens at ``slo.tpot_ms``, plus ``slo.ttft_ms``; None when
     neither the length nor the model is known."""
     tokens = endpoint.max_model_len
@@ -67,7 +48,7 @@ def longest_request_seconds(endpoint: EndpointConfig) -> float | None:
     return (tokens * endpoint.slo.tpot_ms + endpoint.slo.ttft_ms) / 1000
 
 
-def drain_seconds(endpoint: EndpointConfig) -> int | None:
+def drain_seconds(endpoint: EndpointFields) -> int | None:
     """``rollout.drain_seconds``, else the longest request plus the DNS TTL (whole seconds, rounded up); None when
     it cannot be derived (``hpdpd rollout promote`` then refuses blue/green until it is set)."""
     if endpoint.rollout.drain_seconds is not None:
@@ -76,7 +57,7 @@ def drain_seconds(endpoint: EndpointConfig) -> int | None:
     return None if longest is None else math.ceil(longest) + DNS_TTL_SECONDS
 
 
-def rollout_issues(endpoint: EndpointConfig, path: str) -> Iterator[Issue]:
+def rollout_issues(endpoint: EndpointFields, path: str) -> Iterator[Issue]:
     """A per-generation SageMaker endpoint name must stay within SageMaker's 63 characters."""
     base = endpoint.sagemaker_endpoint_name
     if not base or is_unresolved(base) or endpoint.rollout.fixed_sagemaker_endpoint_name:
@@ -91,7 +72,7 @@ def rollout_issues(endpoint: EndpointConfig, path: str) -> Iterator[Issue]:
                     "promote' can only replace the serving generation in place)")
 
 
-def duplicate_name_issues(endpoint: EndpointConfig, earlier: list[EndpointConfig], path: str) -> Iterator[Issue]:
+def duplicate_name_issues(endpoint: EndpointFields, earlier: list[EndpointFields], path: str) -> Iterator[Issue]:
     """Two endpoints of one environment (one account and Region) may not share a SageMaker endpoint name."""
     base = endpoint.sagemaker_endpoint_name
     if not base or is_unresolved(base):

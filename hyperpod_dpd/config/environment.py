@@ -18,9 +18,9 @@ from hyperpod_dpd.config.eks import EksConfig
 from hyperpod_dpd.config.eks_existing import partition_of
 from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.config.hyperpod import HyperPodConfig
-from hyperpod_dpd.config.identity import StackNamePrefix, default_stack_prefix
 from hyperpod_dpd.config.network import NetworkConfig
 from hyperpod_dpd.config.operator import InferenceOperatorConfig, ModelBucket
+from hyperpod_dpd.config.stack_names import StackNamePrefix, default_stack_prefix
 from hyperpod_dpd.errors import ConfigError, Issue
 
 # The role the toolkit creates in each environment for the pipeline's check steps (infra/checks_role.py): an explicit

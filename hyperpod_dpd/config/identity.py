@@ -20,47 +20,39 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field
-
-from hyperpod_dpd.config.base import join, pattern
+from hyperpod_dpd.config.base import join
+from hyperpod_dpd.config.stack_names import MANIFEST_STACK_PARTS as MANIFEST_STACK_PARTS  # re-exported
+from hyperpod_dpd.config.stack_names import MAX_STACK_NAME as MAX_STACK_NAME
+from hyperpod_dpd.config.stack_names import MAX_STACK_PREFIX as MAX_STACK_PREFIX
+from hyperpod_dpd.config.stack_names import PROJECT as PROJECT
+from hyperpod_dpd.config.stack_names import STACK_PARTS as STACK_PARTS
+from hyperpod_dpd.config.stack_names import StackNamePrefix as StackNamePrefix
+from hyperpod_dpd.config.stack_names import default_stack_prefix as default_stack_prefix
 from hyperpod_dpd.errors import ConfigError, Issue
 
 if TYPE_CHECKING:
     from hyperpod_dpd.config.environment import EnvironmentConfig
 
-__all__ = ["OWNER_TAG", "STACK_PARTS", "PhysicalName", "StackNamePrefix", "check_identity", "default_stack_prefix",
-           "identity_issues", "physical_names", "stack_name"]
+__all__ = ["OWNED_KINDS", "OWNER_TAG", "STACK_PARTS", "PhysicalName", "StackNamePrefix", "check_identity",
+           "default_stack_prefix", "identity_issues", "owned_names", "physical_names", "stack_name"]
 
-PROJECT = "hpdpd"
-# The stacks of an environment, ``<stack_name_prefix>-<part>`` (stacks/environment_stage.py).
-STACK_PARTS = ("network", "platform", "endpoints")
-# CloudFormation stack names: "can contain only alphanumeric characters (case-sensitive) and hyphens. It must start
-# with an alphabetic character and can't be longer than 128 characters" (CloudFormation API Reference, CreateStack,
-# StackName); the CDK refuses the same outside /^[A-Za-z][A-Za-z0-9-]*$/ (aws-cdk-lib 2.275.0 core/lib/stack.js,
-# VALID_STACK_NAME_REGEX). The prefix leaves room for the longest part.
-MAX_STACK_NAME = 128
-MAX_STACK_PREFIX = MAX_STACK_NAME - len("-" + max(STACK_PARTS, key=len))
-StackNamePrefix = Annotated[str, Field(max_length=MAX_STACK_PREFIX), pattern(
-    r"[A-Za-z][A-Za-z0-9-]*", "letters, digits and hyphens starting with a letter (CloudFormation stack names: "
-    f"<prefix>-network, <prefix>-platform, <prefix>-endpoints; at most {MAX_STACK_PREFIX} characters)")]
 # The toolkit's tag on the IAM roles of each stack, with the stack's name: CloudFormation adds its own
 # aws:cloudformation:stack-name tag to the resources it creates, but "The propagation of stack-level tags to
 # resources, including tags with the aws: prefix, varies by resource type" (CloudFormation Template Reference,
 # "CloudFormation resource tagging"), and AWS::IAM::Role gets none (aws-cloudformation/cloudformation-coverage-roadmap
 # issues 277 and 1159, open). hpdpd preflight reads it where that tag is missing (hyperpod_dpd/ops/ownership.py).
 OWNER_TAG = "hyperpod-dpd:stack-name"
+# The kinds of name whose owner hpdpd preflight reads (hyperpod_dpd/ops/ownership.py, which holds each kind's read and
+# its IAM actions) and that the pipeline's checks role is granted to read (hyperpod_dpd/infra/checks_role.py). Here,
+# on the ground both wings stand on, so that neither imports the other.
+OWNED_KINDS = ("EKS cluster", "HyperPod cluster", "S3 bucket", "IAM role")
 
 Scope = Literal["partition", "account", "region"]
 SCOPE_TEXT = {"partition": "in partition {partition}, where bucket names are unique across all accounts and Regions",
               "account": "in account {account} (IAM names are unique in an account, in every Region)",
               "region": "in account {account}, Region {region}"}
-
-
-def default_stack_prefix(environment: str) -> str:
-    """``hpdpd-<env>``: the stack name prefix of an environment without ``stack_name_prefix``."""
-    return f"{PROJECT}-{environment}"
 
 
 def stack_name(config: EnvironmentConfig, part: str) -> str:
@@ -130,6 +122,11 @@ def physical_names(config: EnvironmentConfig) -> Iterator[PhysicalName]:
                        scope="account", part="platform")
     yield PhysicalName(kind="CodeBuild project", name=config.checks_project_name, path=prefix, root=prefix,
                        scope="region", part="platform")
+
+
+def owned_names(config: EnvironmentConfig) -> list[PhysicalName]:
+    """The names whose owner preflight checks: those a stack of the environment creates, of :data:`OWNED_KINDS`."""
+    return [n for n in physical_names(config) if n.part is not None and n.kind in OWNED_KINDS]
 
 
 def _fix(name: PhysicalName) -> str:

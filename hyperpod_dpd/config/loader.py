@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import os
 import re
-import types
-import typing
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from hyperpod_dpd.config.environment import EnvironmentConfig
 from hyperpod_dpd.config.files import directory_problem, display_path, present, read_text
 from hyperpod_dpd.config.identity import check_identity
-from hyperpod_dpd.config.yaml_safe import YamlAmbiguities, YamlRefused, field_path, load_yaml
-from hyperpod_dpd.errors import MISSING, ConfigError, Issue, Verbatim
+from hyperpod_dpd.config.validation import issues_from_validation
+from hyperpod_dpd.config.yaml_safe import YamlAmbiguities, YamlRefused, load_yaml
+from hyperpod_dpd.errors import ConfigError, Verbatim
 
 __all__ = ["CONFIG_DIR_VARIABLE", "RESERVED_NAMES", "config_dir", "display_path", "environment_name_problem",
            "issues_from_validation", "list_environments", "load_all", "load_environment", "parse_environment",
@@ -35,54 +34,6 @@ def config_dir(explicit: Path | str | None = None) -> Path:
         return Path(explicit)
     from_environment = os.environ.get(CONFIG_DIR_VARIABLE)
     return Path(from_environment) if from_environment else Path.cwd() / "config"
-
-
-def _unwrap(annotation: Any) -> list[Any]:
-    """The concrete types inside Optional/Union/Annotated."""
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        return _unwrap(typing.get_args(annotation)[0])
-    if origin in (typing.Union, types.UnionType):
-        return [t for arg in typing.get_args(annotation) for t in _unwrap(arg) if t is not type(None)]
-    return [annotation]
-
-
-def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
-    """The field names of the model that sits at ``loc`` (used to say what an unknown key could have been)."""
-    current: list[Any] = [model]
-    for part in loc:
-        following: list[Any] = []
-        for candidate in current:
-            if isinstance(part, int):
-                origin = typing.get_origin(candidate)
-                if origin in (tuple, list):
-                    following.extend(_unwrap(typing.get_args(candidate)[0]))
-            elif isinstance(candidate, type) and issubclass(candidate, BaseModel) and part in candidate.model_fields:
-                following.extend(_unwrap(candidate.model_fields[part].annotation))
-            elif typing.get_origin(candidate) is dict:
-                following.extend(_unwrap(typing.get_args(candidate)[1]))
-        current = following
-    for candidate in current:
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-            return list(candidate.model_fields)
-    return None
-
-
-def issues_from_validation(error: ValidationError, model: type[BaseModel]) -> list[Issue]:
-    """Turn pydantic's errors into the toolkit's ``path: value: message`` issues."""
-    issues = []
-    for item in error.errors(include_url=False):
-        loc = tuple(item["loc"])
-        kind = item["type"]
-        if kind == "extra_forbidden":
-            allowed = _allowed_keys(model, loc[:-1]) or []
-            issues.append(Issue(field_path(loc), loc[-1], f"unknown key; allowed keys here: {', '.join(allowed)}"))
-        elif kind == "missing":
-            issues.append(Issue(field_path(loc), MISSING, "is required"))
-        else:
-            message = item["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
-            issues.append(Issue(field_path(loc), item.get("input"), message))
-    return issues
 
 
 def read_yaml(path: Path) -> Any:

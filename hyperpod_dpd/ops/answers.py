@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from hyperpod_dpd.aws import MalformedAnswer
+from hyperpod_dpd.errors import HpdpdError
 
 JSON_PROTOCOLS = frozenset({"json", "rest-json"})
 XML_PROTOCOLS = frozenset({"query", "ec2", "rest-xml"})
@@ -44,6 +44,15 @@ SCALARS: Mapping[str, tuple[type, ...]] = {
     "biginteger": (int, str), "timestamp": (datetime, str, int, float), "blob": (bytes, bytearray, str),
 }
 NUMBERS = frozenset({"integer", "long", "short", "byte", "float", "double", "bigdecimal", "biginteger"})
+
+
+class MalformedAnswer(HpdpdError):
+    """An answer that is not the service's: one line naming the operation and the endpoint (exit 2)."""
+
+    def __init__(self, *, operation: str, endpoint: str, detail: str) -> None:
+        super().__init__(f"{operation} at {endpoint}: the answer is not the service's ({detail}); check "
+                         "AWS_ENDPOINT_URL and any proxy in between")
+        self.operation, self.endpoint, self.detail = operation, endpoint, detail
 
 
 def answer_check(endpoint: str) -> Callable[..., None]:

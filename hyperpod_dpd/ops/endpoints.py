@@ -1,8 +1,8 @@
 """The one place that reads the environment's endpoints, and the names the operator knows them by.
 
-Endpoints (``env.endpoints``) are declared in the environment configuration; until every environment has that
-field this accessor treats a missing one as "no endpoints". The IEC name the operator sees may carry a
-generation suffix, exposed as ``resource_name``; without it the endpoint's own name is the IEC name.
+Endpoints (``env.endpoints``) are declared in the environment configuration (an empty tuple when it declares none).
+The IEC name the operator sees is the endpoint's ``resource_name``: its name with the generation suffix of the fields
+the operator treats as immutable (hyperpod_dpd.config, "New generation" in the README).
 """
 
 from __future__ import annotations
@@ -41,15 +41,20 @@ class EndpointLike(Protocol):
     model: ModelLike
     invocation_path: str
 
+    @property
+    def resource_name(self) -> str:
+        """The IEC's name in Kubernetes: ``<name>-<generation>``."""
+        ...
+
 
 def configured_endpoints(env: Any) -> tuple[EndpointLike, ...]:
     """The environment's endpoints, in file order (empty when the environment declares none)."""
-    return tuple(getattr(env, "endpoints", None) or ())
+    return tuple(env.endpoints)
 
 
 def iec_name(endpoint: EndpointLike) -> str:
-    """The ``InferenceEndpointConfig`` name in Kubernetes: ``resource_name`` when set, else ``name``."""
-    return getattr(endpoint, "resource_name", None) or endpoint.name
+    """The ``InferenceEndpointConfig`` name in Kubernetes."""
+    return endpoint.resource_name
 
 
 def router_url(endpoint: EndpointLike) -> str:

@@ -33,13 +33,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyperpod_dpd.catalogue.operator_api import IEC_GROUP, IEC_PLURAL, IEC_RESOURCE, IEC_VERSION
 from hyperpod_dpd.ops.kube_answers import MALFORMED, Expect, answer_problem, api_status, check_kubeconfig, content_type
 from hyperpod_dpd.ops.lookup import TRANSIENT_CAUSES
 
-IEC_GROUP = "inference.sagemaker.aws.amazon.com"
-IEC_VERSION = "v1"
-IEC_PLURAL = "inferenceendpointconfigs"
-IEC_PERMISSION = "get on inferenceendpointconfigs.inference.sagemaker.aws.amazon.com"
 READY_STATE = "DeploymentComplete"
 FAILED_STATES = frozenset({"DeploymentFailed", "DeletionFailed"})
 GONE_STATES = frozenset({"DeletionPending", "DeletionInProgress", "DeletionComplete"})
@@ -344,7 +341,7 @@ def get_iec(kube: Kube, *, name: str, namespace: str) -> dict[str, Any]:
     document = kube.call(f"GET {iec_path(namespace, name)}", lambda api: client.CustomObjectsApi(api)
                          .get_namespaced_custom_object(IEC_GROUP, IEC_VERSION, namespace, IEC_PLURAL, name,
                                                        _preload_content=False, _request_timeout=kube.timeout),
-                         permission=f"{IEC_PERMISSION} in namespace {namespace}")
+                         permission=f"get on {IEC_RESOURCE} in namespace {namespace}")
     return document if isinstance(document, dict) else {}
 
 

@@ -39,9 +39,9 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from hyperpod_dpd.catalogue.pipeline_contract import PROMETHEUS_ENV  # noqa: F401 - the pipeline sets it
 from hyperpod_dpd.monitoring.metrics import METRICS
 
-PROMETHEUS_ENV = "HPDPD_PROMETHEUS_URL"
 AMP_HOST = re.compile(r"^aps-workspaces\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 AMP_PERMISSION = "aps:QueryMetrics"
 WINDOW = re.compile(r"^(\d+)([smh])$")

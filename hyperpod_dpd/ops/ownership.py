@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.aws import ClientSource, MalformedAnswer, error_code, is_not_found
-from hyperpod_dpd.config.identity import OWNER_TAG, STACK_PARTS, PhysicalName, physical_names, stack_name
+from hyperpod_dpd.config.identity import OWNED_KINDS, OWNER_TAG, STACK_PARTS, PhysicalName, owned_names, stack_name
 from hyperpod_dpd.ops.answers import member
 from hyperpod_dpd.ops.checks import Check, Report, failed, guarded, passed, warned
 
@@ -40,15 +40,14 @@ KINDS = {
     "S3 bucket": ("owner:s3", "s3:GetBucketTagging"),
     "IAM role": ("owner:iam-role", "iam:ListRoleTags"),
 }
+# One list of kinds (config.identity.OWNED_KINDS, which the checks role grants on): a kind without its read here would
+# be a KeyError in the middle of preflight, so refuse at import.
+if set(KINDS) != set(OWNED_KINDS):
+    raise ImportError(f"ownership reads {sorted(KINDS)}, identity owns {sorted(OWNED_KINDS)}")
 # GetBucketTagging on a bucket without tags: "NoSuchTagSet - There is no tag set associated with the bucket"
 # (Amazon S3 API Reference, GetBucketTagging, Errors).
 NO_TAG_SET = "NoSuchTagSet"
 MAX_PAGES = 20  # pages of ListTags / ListRoleTags: far more than the 50 tags a resource may hold
-
-
-def owned_names(env: EnvironmentConfig) -> list[PhysicalName]:
-    """The names whose owner preflight checks: those a stack of the environment creates, of the kinds above."""
-    return [n for n in physical_names(env) if n.part is not None and n.kind in KINDS]
 
 
 def check_name(name: PhysicalName) -> str:

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.aws import ClientSource
-from hyperpod_dpd.ops import capacity, eks_checks, model_checks, zones
+from hyperpod_dpd.config.identity import stack_name
+from hyperpod_dpd.ops import capacity, eks_checks, handover, model_checks, zones
 from hyperpod_dpd.ops.addons import InstalledAddon, installed_addons
 from hyperpod_dpd.ops.checks import Check, Report, attempt, could_not_check, failed, guarded, passed, warned
 from hyperpod_dpd.ops.clusters import FAILED, IN_SERVICE, EksState, HyperPodState, describe_eks, describe_hyperpod
@@ -103,3 +104,8 @@ def _aws_checks(env: EnvironmentConfig, clients: ClientSource, endpoints: tuple[
         yield could_not_check("hyperpod-cluster", hyperpod, permission="sagemaker:DescribeCluster")
     else:
         yield hyperpod_check(env, hyperpod)
+    # gitops: the deployed stacks must not delete the live objects CDK applied (hyperpod_dpd/ops/handover.py)
+    if env.delivery.gitops:
+        yield from guarded(lambda: handover.handover_checks(env, clients.client("cloudformation")),
+                           names=[f"handover:{stack_name(env, p)}" for p in handover.STACK_PARTS],
+                           permission=handover.PERMISSION)

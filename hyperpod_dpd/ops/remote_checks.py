@@ -35,16 +35,18 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from hyperpod_dpd.aws import ClientSource, call_errors, is_access_denied, is_credentials_error, is_not_found
+from hyperpod_dpd.catalogue.pipeline_contract import (  # noqa: F401 - the runner's names, re-exported for callers
+    ARGS_VARIABLE,
+    DEFAULT_SOURCE_KEY,
+    ENVIRONMENT_VARIABLE,
+    EXIT_CODE_VARIABLE,
+    SOURCE_PREFIX,
+)
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.ops.answers import member
 from hyperpod_dpd.ops.deadline import OutOfTime
 from hyperpod_dpd.ops.lookup import aws_reason
 
-ARGS_VARIABLE = "HPDPD_ARGS"  # the command, a JSON array of strings (no shell ever parses it)
-ENVIRONMENT_VARIABLE = "HPDPD_CHECKS_ENVIRONMENT"  # set on the project: the one environment its role may check
-EXIT_CODE_VARIABLE = "HPDPD_EXIT_CODE"  # exported by the runner's buildspec (env: exported-variables)
-SOURCE_PREFIX = "sources/"  # every run's zip; the checks role may write only here, the runner read only here
-DEFAULT_SOURCE_KEY = f"{SOURCE_PREFIX}checkout.zip"  # the project's own location; every build overrides it
 # The commands the runner accepts: the checks the pipeline runs, and the reads around them. ``rollout`` takes all of
 # its actions (promote, status, abort: hyperpod_dpd/cli/rollout.py ACTIONS).
 CHECK_COMMANDS = ("rollout", "verify", "smoke", "status", "wait")

@@ -25,7 +25,8 @@ from hyperpod_dpd.catalogue.operator import (
     GPU_RESOURCE,
     INFERENCE_NAMESPACE,
 )
-from hyperpod_dpd.ops.kube import IEC_GROUP, IEC_PLURAL, IEC_VERSION, Kube, KubeError, iec_path
+from hyperpod_dpd.catalogue.operator_api import IEC_GROUP, IEC_PLURAL, IEC_VERSION
+from hyperpod_dpd.ops.kube import Kube, KubeError, iec_path
 from hyperpod_dpd.ops.kube_answers import api_status
 
 ZONE_LABEL = "topology.kubernetes.io/zone"

@@ -47,10 +47,6 @@ class Engine:
     prefill_busy: float
     stalls: Stalls
 
-    @property
-    def local_ttft(self) -> tuple[float, ...]:
-        return tuple(self.local_wait + s for s in self.local_services)
-
 
 @dataclass(frozen=True)
 class _State:

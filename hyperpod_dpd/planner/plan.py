@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from hyperpod_dpd.catalogue.instances import InstanceSpec
 from hyperpod_dpd.catalogue.models import ModelSpec
@@ -99,11 +98,6 @@ class Plan:
         """Every predicted load, sweep and requested, in order of load."""
         merged = {p.load: p for p in (*self.sweep, *self.predictions)}
         return tuple(merged[load] for load in sorted(merged))
-
-    def to_dict(self) -> dict[str, Any]:
-        from hyperpod_dpd.planner.report import plan_dict
-
-        return plan_dict(self)
 
 
 def make_plan(*, model: ModelSpec, instance: InstanceSpec, workload: Workload, prefill_nodes: int | None = None,

@@ -163,12 +163,6 @@ class Workload:
         if any(r <= 0 for r in self.request_rates):
             raise ValueError("request rates must be positive")
 
-    def at_loads(self, loads: tuple[float, ...]) -> Workload:
-        """The same requests at other loads of the same kind (a sweep)."""
-        if self.closed_loop:
-            return replace(self, concurrency=tuple(int(v) for v in loads))
-        return replace(self, request_rates=tuple(loads))
-
     @property
     def closed_loop(self) -> bool:
         return bool(self.concurrency)

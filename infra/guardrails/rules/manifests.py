@@ -6,11 +6,11 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from hyperpod_dpd.catalogue.operator_api import IEC_KIND
 from hyperpod_dpd.infra.guardrails.rules.base import Finding, Rule, Settings
 from hyperpod_dpd.infra.guardrails.templates import Resource, StageTemplates
 
 MANIFEST_TYPE = "Custom::AWSCDK-EKS-KubernetesResource"
-IEC_KIND = "InferenceEndpointConfig"
 GPU = "nvidia.com/gpu"
 ROLE_SPECS = ("prefillSpec", "decodingSpec")
 ROLE_KEYS = {"replicas", "resources", "args", "nodeSelector"}
