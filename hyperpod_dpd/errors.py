@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import enum
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,3 +170,29 @@ class ConfigError(HpdpdError):
 
 class ConfigWarning(UserWarning):
     """A configuration is valid but will probably not do what its author wants."""
+
+
+# The exit status of a command that could not run because of its input (the CLI's and app.py's, docs/cli.md).
+EXIT_BAD_INPUT = 2
+
+
+@contextmanager
+def exit_on_config_error() -> Iterator[None]:
+    """The entry point of a CDK app that uses the toolkit: a :class:`HpdpdError` (a bad configuration file, bad props
+    of a construct, an unknown model bucket) raised inside the block ends the program with the line the toolkit's own
+    ``app.py`` prints, ``error: <file>: <field>: <value>: <what is allowed>`` (one line per issue), on stderr and
+    exit status 2, instead of a Python traceback::
+
+        with exit_on_config_error():
+            config = load_environment("ml-dev")
+            app = cdk.App(context=availability_zone_context(config))
+            ServingStack(app, "Serving", config=config)
+            app.synth()
+
+    Anything else propagates unchanged: an error that is not the toolkit's is a bug and keeps its traceback.
+    """
+    try:
+        yield
+    except HpdpdError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT) from None

@@ -83,13 +83,19 @@ class AutoScalingReady(Construct):
 
     The handler may call ``sagemaker:DescribeCluster`` on this one cluster's ARN and write to its own log group,
     nothing else. ``resource`` is the ``CustomResource`` to depend on.
+
+    Args:
+        cluster_arn: the HyperPod cluster's ARN (``HyperPodCluster.cluster_arn``). No default.
+        cluster_name: its name (descriptions). No default.
+        configuration: what the cluster's autoscaling is made of (mode, autoscaler, cluster role, autoscaled groups);
+            it becomes properties of the resource, so a change to it re-runs the wait on update. No default.
+        removal_policy: of the handler's log group. Default: DESTROY.
+        log_retention: of the handler's log group. Default: one year.
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster_arn: str, cluster_name: str,
                  configuration: Mapping[str, Any], removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
                  log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR) -> None:
-        """``configuration``: what the cluster's autoscaling is made of (mode, autoscaler, cluster role, autoscaled
-        groups); it becomes properties of the resource, so a change to it re-runs the wait on update."""
         if CLUSTER_PROPERTY in configuration:
             raise ValueError(f"{CLUSTER_PROPERTY} is the waiter's own property")
         super().__init__(scope, id)

@@ -65,7 +65,16 @@ def chart_fingerprint(properties: Mapping[str, Any]) -> str:
 
 class ChartDigestCheck(Construct):
     """Fails the deployment unless ECR holds ``digest`` under ``tag`` in ``chart``'s repository and its tags are
-    immutable. Make the Helm chart depend on ``resource``."""
+    immutable. Make the Helm chart depend on ``resource``.
+
+    Args:
+        chart: the chart's ECR repository (``hyperpod_dpd.config.dependencies_chart.ecr_chart``). No default.
+        tag: the chart version, its tag in ECR. No default.
+        digest: the expected ``sha256:<64 hex>`` manifest digest. No default.
+        chart_properties: the Helm chart's properties; a change re-runs the check on update. No default.
+        removal_policy: of the handler's log group. Default: DESTROY.
+        log_retention: of the handler's log group. Default: one year.
+    """
 
     def __init__(self, scope: Construct, id: str, *, chart: EcrChart, tag: str, digest: str,
                  chart_properties: Mapping[str, Any], removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,

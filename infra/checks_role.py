@@ -36,13 +36,13 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from hyperpod_dpd.catalogue.pipeline_contract import SOURCE_PREFIX
 from hyperpod_dpd.config.environment import IAM_ROLE_NAME, TRUSTED_ROLE_ARN
+from hyperpod_dpd.config.identity import MANIFEST_STACK_PARTS, owned_names, stack_name
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import nag
 from hyperpod_dpd.infra.arns import arn, iam_arn
 from hyperpod_dpd.infra.checks_runner import ChecksRunner, endpoint_resources
-from hyperpod_dpd.ops.ownership import owned_names
-from hyperpod_dpd.ops.remote_checks import SOURCE_PREFIX
 
 if TYPE_CHECKING:
     from hyperpod_dpd.config import EnvironmentConfig
@@ -83,6 +83,12 @@ READ_CALLS: Mapping[tuple[str, str], str | None] = {
 PLAN_CALLS: Mapping[tuple[str, str], str] = {
     ("sagemaker", "DescribeTrainingPlan"): "sagemaker:DescribeTrainingPlan",
 }
+# Calls preflight makes only for an environment with delivery.endpoints: gitops (hyperpod_dpd/ops/handover.py), granted
+# on that environment's platform and endpoints stacks only: cloudformation:GetTemplate takes the stack resource
+# (Service Authorization Reference, AWS CloudFormation: GetTemplate, resource type "stack").
+HANDOVER_CALLS: Mapping[tuple[str, str], str] = {
+    ("cloudformation", "GetTemplate"): "cloudformation:GetTemplate",
+}
 RUNNER_ACTIONS = (
     "codebuild:BatchGetProjects",  # RemoteChecks.describe: the project's S3 source bucket
     "codebuild:StartBuild",  # RemoteChecks.start
@@ -99,6 +105,8 @@ WILDCARD_REASONS = {
     "ReadHyperPod": "A HyperPod cluster's ARN ends in an id assigned at creation; clusters of this account and Region",
     "ReadEndpoints": "Each configured SageMaker endpoint and its IEC generations (<name>-<six hex characters>)",
     "ReadPlatformStack": "This platform stack; a stack ARN ends in an id CloudFormation assigns",
+    "ReadDeployedTemplates": "This environment's platform and endpoints stacks; a stack ARN ends in an id "
+                             "CloudFormation assigns",
     "UploadSource": "Each run uploads one new zip under sources/ of the runner's own bucket; the key is new per run",
     "ReadRunnerLog": "The runner's own log group; CodeBuild names a new log stream per build",
 }
@@ -111,7 +119,17 @@ def _actions(*calls: tuple[str, str]) -> list[str]:
 @dataclass(frozen=True, kw_only=True)
 class CheckTargets:
     """The resources the read-only checks look at: the EKS cluster, the model buckets, the SageMaker endpoints and
-    the training plans (by name: the last part of their ARN)."""
+    the training plans (by name: the last part of their ARN). :meth:`of` derives them from a configuration.
+
+    Args:
+        eks_cluster_name: the EKS cluster. No default.
+        model_buckets: the model buckets preflight lists. Default: none.
+        owned_buckets: the buckets the stacks create, whose owner tag preflight reads. Default: none.
+        owned_roles: the roles the stacks create, whose owner tag preflight reads. Default: none.
+        sagemaker_endpoint_names: the endpoints' SageMaker endpoint names. Default: none.
+        training_plans: the groups' training plan names. Default: none.
+        handover_stacks: with GitOps delivery, the stacks whose deployed templates preflight reads. Default: none.
+    """
 
     eks_cluster_name: str
     model_buckets: tuple[str, ...] = ()
@@ -119,6 +137,7 @@ class CheckTargets:
     owned_roles: tuple[str, ...] = ()
     sagemaker_endpoint_names: tuple[str, ...] = ()
     training_plans: tuple[str, ...] = ()
+    handover_stacks: tuple[str, ...] = ()  # gitops: the stacks whose deployed templates preflight reads
 
     @classmethod
     def of(cls, config: EnvironmentConfig) -> CheckTargets:
@@ -131,17 +150,19 @@ class CheckTargets:
                    sagemaker_endpoint_names=tuple(e.sagemaker_endpoint_name for e in config.endpoints
                                                   if e.sagemaker_endpoint_name),
                    training_plans=tuple(dict.fromkeys(g.training_plan_arn.rsplit("/", 1)[-1]
-                                                      for g in config.hyperpod.instance_groups if g.training_plan_arn)))
+                                                      for g in config.hyperpod.instance_groups if g.training_plan_arn)),
+                   handover_stacks=tuple(stack_name(config, p) for p in MANIFEST_STACK_PARTS)
+                   if config.delivery.gitops else ())
 
 
 class ChecksRole(Construct):
     """The pipeline's checks role of one environment, with the read-only checks (see the module docstring).
 
     Args:
-        role_name: the role's explicit name (``hpdpd-<env>-checks``).
+        role_name: the role's explicit name (``hpdpd-<env>-checks``). No default.
         trusted_role_arn: the one role that may assume it (the pipeline's CodeBuild role of this environment's
-            checks, ``arn:<partition>:iam::<pipeline account>:role/<pipeline>-checks-<env>``).
-        targets: what the checks read.
+            checks, ``arn:<partition>:iam::<pipeline account>:role/<pipeline>-checks-<env>``). No default.
+        targets: what the checks read (:class:`CheckTargets`). No default.
 
     Attributes: ``role`` (the ``iam.Role``), ``policy`` (its read-only policy), ``trusted_role_arn`` and ``role_arn``
     (partition-aware, built from the name: another stack may use it without an export), ``role_name``.
@@ -209,6 +230,10 @@ class ChecksRole(Construct):
             statements.append(iam.PolicyStatement(
                 sid="ReadTrainingPlans", actions=sorted(PLAN_CALLS.values()),
                 resources=[arn(self, "sagemaker", f"training-plan/{name}") for name in targets.training_plans]))
+        if targets.handover_stacks:  # arn:${Partition}:cloudformation:${Region}:${Account}:stack/${StackName}/${Id}
+            statements.append(iam.PolicyStatement(
+                sid="ReadDeployedTemplates", actions=sorted(HANDOVER_CALLS.values()),
+                resources=[arn(self, "cloudformation", f"stack/{name}/*") for name in targets.handover_stacks]))
         if targets.sagemaker_endpoint_names:
             statements.append(iam.PolicyStatement(
                 sid="ReadEndpoints", actions=_actions(("sagemaker", "DescribeEndpoint")),
@@ -220,6 +245,11 @@ class ChecksRoleGrants(Construct):
     """What the checks role may do with the platform's resources, from the platform's scope: start and follow the
     checks runner (``runner``), and read this platform stack's outputs (``read_outputs``: the KvFabric step reads the
     Prometheus query URL). Attached to the role by name when the role lives in another stack (no export).
+
+    Args:
+        checks_role: the checks role (:class:`ChecksRole`). No default.
+        runner: the checks runner it may start and follow, or None. No default.
+        read_outputs: it may read this stack's outputs (``cloudformation:DescribeStacks``). No default.
 
     Attributes: ``policy`` (None when there is nothing to grant).
     """

@@ -37,6 +37,12 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from hyperpod_dpd.catalogue.pipeline_contract import (
+    DEFAULT_SOURCE_KEY,
+    ENVIRONMENT_VARIABLE,
+    EXIT_CODE_VARIABLE,
+    SOURCE_PREFIX,
+)
 from hyperpod_dpd.config.endpoint_checks import GENERATION_LENGTH
 from hyperpod_dpd.config.environment import CODEBUILD_PROJECT_NAME, IAM_ROLE_NAME
 from hyperpod_dpd.errors import ConfigError
@@ -44,7 +50,6 @@ from hyperpod_dpd.infra import checkov, nag, source_conditions
 from hyperpod_dpd.infra.arns import arn
 from hyperpod_dpd.infra.buckets import secure_bucket
 from hyperpod_dpd.infra.build_environment import BUILD_IMAGE, HPDPD, RUNTIMES, SETUP
-from hyperpod_dpd.ops.remote_checks import DEFAULT_SOURCE_KEY, ENVIRONMENT_VARIABLE, EXIT_CODE_VARIABLE, SOURCE_PREFIX
 
 # The actions of the check commands, each with the call that needs it.
 EKS_AUTHENTICATION = "eks:DescribeCluster"  # hyperpod_dpd/ops/eks_auth.py: endpoint and CA; the token is a presigned
@@ -113,17 +118,20 @@ class ChecksRunner(Construct):
     """The checks runner of one environment (see the module docstring).
 
     Args:
-        project_name: ``hpdpd-<env>-checks``.
-        role_name: ``hpdpd-<env>-checks-runner``.
+        project_name: ``hpdpd-<env>-checks``. No default.
+        role_name: ``hpdpd-<env>-checks-runner``. No default.
         environment_name: the environment the runner checks (``hpdpd checks exec`` refuses any other ``--env``).
-        vpc, subnets: the environment's VPC and its private subnets with a route to NAT (the EKS subnets).
+            No default.
+        vpc, subnets: the environment's VPC and its private subnets with a route to NAT (the EKS subnets). No default.
         cluster_security_group_id: the EKS cluster security group (created: ``cluster.cluster_security_group_id``;
             adopted: ``eks.existing.cluster_security_group_id``), which gets an ingress rule from the runner on 443.
-        eks_cluster_name: the cluster the checks authenticate to.
-        prometheus_workspace_arn: the observability workspace verify queries; None without one.
-        sagemaker_endpoint_names: the endpoints' configured SageMaker endpoint names, which smoke invokes.
-        removal_policy: of the bucket, the log group and the key.
-        access_logs: the bucket that receives the source bucket's server access logs.
+            No default.
+        eks_cluster_name: the cluster the checks authenticate to. No default.
+        prometheus_workspace_arn: the observability workspace verify queries. Default: None (no query grant).
+        sagemaker_endpoint_names: the endpoints' configured SageMaker endpoint names, which smoke invokes. Default:
+            none.
+        removal_policy: of the bucket, the log group and the key. No default (a decision, not an accident).
+        access_logs: the bucket that receives the source bucket's server access logs. Default: none.
 
     Attributes: ``project``, ``role``, ``policy``, ``security_group``, ``api_ingress`` (the rule on the cluster
     security group), ``bucket``, ``log_group``, ``key``, ``project_name``.

@@ -45,7 +45,16 @@ class EfaNetwork(Construct):
     Attributes: ``vpc``, ``eks_subnets`` (control plane and system nodes), ``gpu_subnet``, ``efa_security_group``,
     ``gpu_availability_zone_name`` (the GPU subnet's zone name: with an ID, the deploy-time
     ``Fn::GetAtt <GpuSubnet>.AvailabilityZone``), ``checks_role`` (the pipeline's checks role when
-    :func:`hyperpod_dpd.infra.platform.build_network` made one).
+    :func:`hyperpod_dpd.infra.platform.build_network` made one), ``connections`` (the EFA security group as
+    ``ec2.Connections``).
+
+    Args:
+        gpu_availability_zone: the GPU subnet's zone, a name or an AZ ID (the configuration's
+            ``network.gpu_availability_zone``). No default.
+        create: the VPC to create (``CreateVpc``); exactly one of ``create`` and ``existing``. Default: None.
+        existing: the VPC to adopt (``ExistingVpc``). Default: None.
+        flow_log_retention: how long the created VPC's flow logs are kept. Default: one year.
+        removal_policy: of the flow log group and its key. Default: DESTROY.
     """
 
     def __init__(
@@ -151,6 +160,14 @@ class EfaNetwork(Construct):
         if provider is not None:
             guardrails.acknowledge(provider, "HPDPD-IAM1", "aws-cdk-lib's provider that empties the default security "
                                    "group writes ARNs with the partition of the stack's Region")
+
+    @property
+    def connections(self) -> ec2.Connections:
+        """The EFA security group as ``ec2.Connections``, as aws-cdk's own constructs expose theirs. Once a HyperPod
+        cluster uses the group, rule HPDPD-HP3 refuses any ingress from outside it (EFA traffic stays among its
+        members): reach the nodes through the EKS cluster security group (``HyperPodDpdPlatform.connections``). An
+        adopted group (``existing.efa_security_group_id``) is imported immutable: aws-cdk adds no rule to it."""
+        return ec2.Connections(security_groups=[self.efa_security_group])
 
     def _nat_gateway_id(self, vpc: ec2.Vpc) -> str:
         """The NAT gateway in the GPU AZ (the first public subnet, see the AZ order above); with an AZ ID, the first."""

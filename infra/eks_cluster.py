@@ -14,12 +14,14 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from constructs import Construct, IConstruct
+from pydantic import TypeAdapter, ValidationError
 
 from hyperpod_dpd.catalogue.versions import CORE_ADDONS, EKS_VERSIONS, KUBECTL_LAYERS
-from hyperpod_dpd.config.base import addon_version_issues
-from hyperpod_dpd.config.eks import ALL_LOG_TYPES, SystemNodeGroup
-from hyperpod_dpd.config.eks_existing import ExistingEksCluster
+from hyperpod_dpd.config.base import IamPrincipalArn, addon_version_issues
+from hyperpod_dpd.config.eks import ALL_LOG_TYPES, EndpointAccess, LogType, SystemNodeGroup
+from hyperpod_dpd.config.eks_existing import ExistingEksCluster, kubectl_layer_problem, missing_layer_message
 from hyperpod_dpd.config.hyperpod import ROLE_LABEL
 from hyperpod_dpd.errors import MISSING, ConfigError, Issue
 from hyperpod_dpd.infra import guardrails, nag, source_conditions
@@ -40,18 +42,21 @@ CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 VPC_CNI_NETWORK_POLICY = {"enableNetworkPolicy": "true"}
 
 
-def kubectl_layer(scope: Construct, id: str, version: str):
-    """The kubectl/helm Lambda layer that matches the cluster's Kubernetes minor version."""
+def kubectl_layer(scope: Construct, id: str, version: str, *, field: str = "HyperPodEksCluster.version") -> lambda_.ILayerVersion:
+    """The kubectl/helm Lambda layer that matches the cluster's Kubernetes minor version.
+
+    A configuration refuses a version whose layer this Python lacks when it loads, naming the key the user wrote
+    (``eks.version`` or ``eks.existing.version``, :func:`hyperpod_dpd.config.eks_existing.kubectl_layer_problem`), and
+    :class:`HyperPodEksCluster` before anything joins the tree, naming its prop; this refusal, naming ``field``, is
+    for a layer that was found but does not import."""
     if version not in KUBECTL_LAYERS:
-        raise ConfigError.single(None, "eks.version", version, f"must be one of {', '.join(EKS_VERSIONS)}")
+        raise ConfigError.single(None, field, version, f"must be one of {', '.join(EKS_VERSIONS)}")
     module_name, class_name = KUBECTL_LAYERS[version]
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError:
-        extra = "kubectl-v" + version.split(".")[1]
-        raise ConfigError.single(None, "eks.version", version, f"needs the kubectl layer package {module_name!r}: "
-                                 f"pip install 'hyperpod-dpd[{extra}]'") from None
-    return getattr(module, class_name)(scope, id)
+        raise ConfigError.single(None, field, version, missing_layer_message(version)) from None
+    return cast(lambda_.ILayerVersion, getattr(module, class_name)(scope, id))
 
 
 def _validate_adoption(scope: Construct, existing: ExistingEksCluster, *, cluster_name: str, version: str,
@@ -75,6 +80,18 @@ def _validate_adoption(scope: Construct, existing: ExistingEksCluster, *, cluste
     problems += existing.arn_issues(f"{where}.existing", account=account, region=region, where="the stack's")
     if problems:
         raise ConfigError(None, problems)
+
+
+def _check_principal(principal_arn: str, field: str) -> None:
+    """An IAM role or user ARN as ``eks.admin_principals`` accepts it (hyperpod_dpd.config.base.IamPrincipalArn); a
+    token (a role's ``role_arn``) is the role's own."""
+    if cdk.Token.is_unresolved(principal_arn):
+        return
+    try:
+        TypeAdapter(IamPrincipalArn).validate_python(principal_arn)
+    except ValidationError as exc:
+        raise ConfigError.single(None, field, principal_arn,
+                                 str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
 
 
 def principal_id(arn: str, prefix: str = "Admin") -> str:
@@ -101,9 +118,27 @@ class HyperPodEksCluster(Construct):
     settings (``endpoint_access``, ``public_access_cidrs``, ``logging``, ``security_group``) do not apply;
     ``cluster_name`` and ``version`` must be the adopted cluster's; ``admin_principals`` still get access entries.
 
+    Args:
+        vpc: the VPC of the cluster (``EfaNetwork.vpc``). No default.
+        subnets: the control plane's and the kubectl handler's private subnets (``EfaNetwork.eks_subnets``). No default.
+        cluster_name: the EKS cluster's name. No default.
+        version: the Kubernetes minor, one of ``hyperpod_dpd.catalogue.versions.EKS_VERSIONS`` whose kubectl layer
+            package is installed. No default.
+        security_group: the extra security group of the control plane (the EFA group, so HyperPod nodes reach it).
+            No default.
+        endpoint_access: ``"public_and_private"`` (default) or ``"private"``.
+        public_access_cidrs: who may reach a public endpoint; required with ``"public_and_private"``. Default: none.
+        admin_principals: IAM role or user ARNs given cluster admin (:meth:`grant_cluster_admin`). Default: none.
+        logging: the control-plane log types. Default: all five.
+        system_node_group: a managed node group for system pods. Default: None.
+        addon_versions: overrides of the core add-ons' pinned versions by name. Default: the catalogue's pins.
+        removal_policy: of the cluster and its secrets key. Default: DESTROY.
+        existing: adopt this cluster instead of creating one. Default: None.
+        network_policy: vpc-cni enforces NetworkPolicies. Default: True.
+
     Attributes: ``cluster`` (the L2, imported when adopted), ``cluster_arn``, ``cluster_name``, ``addons``
     (name -> ``CfnAddon``), ``secrets_key`` (None when adopted), ``oidc_provider``, ``system_nodegroup``,
-    ``existing``.
+    ``existing``, ``admin_entries`` (principal -> ``AccessEntry``), ``connections``.
     """
 
     def __init__(
@@ -116,10 +151,10 @@ class HyperPodEksCluster(Construct):
         cluster_name: str,
         version: str,
         security_group: ec2.ISecurityGroup,
-        endpoint_access: str = "public_and_private",
+        endpoint_access: EndpointAccess = "public_and_private",
         public_access_cidrs: Sequence[str] = (),
         admin_principals: Sequence[str] = (),
-        logging: Sequence[str] = ALL_LOG_TYPES,
+        logging: Sequence[LogType] = ALL_LOG_TYPES,
         system_node_group: SystemNodeGroup | None = None,
         addon_versions: Mapping[str, str] | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
@@ -134,6 +169,11 @@ class HyperPodEksCluster(Construct):
         if existing is not None:
             _validate_adoption(scope, existing, cluster_name=cluster_name, version=version,
                                system_node_group=system_node_group, overrides=addon_versions or {})
+        if (layer := kubectl_layer_problem(version)) is not None:  # before the tree, as the configuration does
+            field = "HyperPodEksCluster.existing.version" if existing is not None else "HyperPodEksCluster.version"
+            raise ConfigError.single(None, field, version, layer)
+        for index, principal in enumerate(admin_principals):
+            _check_principal(principal, f"HyperPodEksCluster.admin_principals[{index}]")
         versions = {a.name: a.version_for(version) for a in CORE_ADDONS} | dict(addon_versions or {})
         super().__init__(scope, id)
         self.existing = existing
@@ -171,14 +211,12 @@ class HyperPodEksCluster(Construct):
         if "coredns" in self.addons and "vpc-cni" in self.addons:
             self.addons["coredns"].add_resource_dependency(self.addons["vpc-cni"])
 
-        admin = [eks.AccessPolicy.from_access_policy_name(CLUSTER_ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)]
-        for principal in dict.fromkeys(admin_principals):
-            if created is not None:
-                created.grant_access(principal_id(principal), principal, admin)
-            elif adopted_provider is not None:  # charts and manifests wait for the entries (the kubectl role's too)
-                entry = eks.AccessEntry(self, principal_id(principal), cluster=self.cluster, principal=principal,
-                                        access_policies=admin)
-                adopted_provider.node.add_dependency(entry)
+        self._created = created
+        self._connections: ec2.Connections | None = None
+        self._adopted_provider = adopted_provider
+        self.admin_entries: dict[str, eks.AccessEntry] = {}
+        for principal in admin_principals:
+            self.grant_cluster_admin(principal)
 
         if created is not None and system_node_group is not None:
             self.system_nodegroup = created.add_nodegroup_capacity(
@@ -234,7 +272,7 @@ class HyperPodEksCluster(Construct):
 
     def _adopt(self, existing: ExistingEksCluster, vpc: ec2.IVpc) -> eks.KubectlProvider:
         """Import the cluster and its OIDC provider; a kubectl provider whose handler runs as the given role."""
-        layer = kubectl_layer(self, "KubectlLayer", existing.version)
+        layer = kubectl_layer(self, "KubectlLayer", existing.version, field="HyperPodEksCluster.existing.version")
         role = iam.Role.from_role_arn(self, "KubectlRole", existing.kubectl_role_arn)
         name, group_id = existing.cluster_name, existing.cluster_security_group_id
         # The provider needs a cluster to reach (ARN, VPC, security group) before the cluster can name the provider.
@@ -307,6 +345,47 @@ class HyperPodEksCluster(Construct):
                                              {a.name: a.minimum for a in CORE_ADDONS}, kind="core", why="HyperPod needs"))
         if problems:
             raise ConfigError(None, problems)
+
+    def grant_cluster_admin(self, principal_arn: str) -> eks.AccessEntry:
+        """Cluster-admin access for one IAM role or user, through the path ``admin_principals`` takes: an EKS access
+        entry with ``AmazonEKSClusterAdminPolicy`` at cluster scope (id :func:`principal_id`, so the order of the calls
+        never replaces an entry). A created cluster makes it with ``Cluster.grant_access``; an adopted one gets an
+        ``AccessEntry`` that its kubectl provider waits for. Granting the same principal twice returns the entry made
+        first (EKS allows one access entry per principal). Returns the access entry.
+
+        Args:
+            principal_arn: the IAM role or user ARN (``arn:aws:iam::111111111111:role/PlatformAdmin``), or a token
+                (a role's ``role_arn``). No default.
+        """
+        _check_principal(principal_arn, "HyperPodEksCluster.grant_cluster_admin.principal_arn")
+        key = cdk.Stack.of(self).resolve(principal_arn)
+        key = key if isinstance(key, str) else nag.compact_json(key)
+        if key in self.admin_entries:
+            return self.admin_entries[key]
+        admin = [eks.AccessPolicy.from_access_policy_name(CLUSTER_ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)]
+        entry_id = principal_id(key)
+        if self._created is not None:
+            self._created.grant_access(entry_id, principal_arn, admin)
+            entry = cast(eks.AccessEntry, self._created.node.find_child(entry_id))  # aws-eks-v2 cluster.ts addToAccessEntry
+        else:
+            assert self._adopted_provider is not None
+            entry = eks.AccessEntry(self, entry_id, cluster=self.cluster, principal=principal_arn, access_policies=admin)
+            self._adopted_provider.node.add_dependency(entry)  # charts and manifests wait for the entries
+        self.admin_entries[key] = entry
+        return entry
+
+    @property
+    def connections(self) -> ec2.Connections:
+        """The cluster security group as ``ec2.Connections``, default port 443: the group EKS makes for the cluster
+        (aws_eks_v2's ``cluster_security_group``; an adopted cluster's ``existing.cluster_security_group_id``), which
+        the API server's network interfaces and the HyperPod nodes are in. ``eks.connections.allow_from(peer,
+        ec2.Port.tcp(443))`` admits a client to the Kubernetes API (and to what listens on the nodes). Unlike aws_eks_v2's
+        own ``cluster.connections`` it leaves out the ``security_group`` given (the EFA group): that group admits only
+        its own members (rule HPDPD-HP3, infra/guardrails/rules/hyperpod.py)."""
+        if self._connections is None:
+            self._connections = ec2.Connections(security_groups=[self.cluster.cluster_security_group],
+                                                default_port=ec2.Port.tcp(443))
+        return self._connections
 
     @property
     def cluster_arn(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
@@ -15,13 +15,13 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IDependable
 
 from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
-from hyperpod_dpd.catalogue.operator import GPU_RESOURCE, MANAGED_BY, MANAGED_BY_LABEL
 from hyperpod_dpd.config.hyperpod import ClusterAutoScaling, InstanceGroup
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import guardrails, nag, source_conditions
 from hyperpod_dpd.infra.arns import arn
 from hyperpod_dpd.infra.autoscaling_ready import AutoScalingReady
 from hyperpod_dpd.infra.buckets import secure_bucket
+from hyperpod_dpd.infra.karpenter import karpenter_manifests
 from hyperpod_dpd.infra.registries import Registry, node_registries, repository_arns
 
 LIFECYCLE_DIR = Path(__file__).parent / "lifecycle"
@@ -29,6 +29,10 @@ LIFECYCLE_PREFIX = "lifecycle"
 ON_CREATE = "on_create.sh"
 INSTANCE_ROLE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 E3644 = "E3644"
+# The values HyperPodConfig.node_recovery and .node_provisioning_mode accept (hyperpod_dpd/config/hyperpod.py), which
+# are those of AWS::SageMaker::Cluster's NodeRecovery and NodeProvisioningMode (cfn-lint 1.58.0's registry schema).
+NodeRecovery = Literal["Automatic", "None"]
+NodeProvisioningMode = Literal["Continuous"]
 
 # HyperPod-managed Karpenter (SageMaker docs, "Autoscaling on SageMaker HyperPod EKS" and its "Create an IAM role",
 # "Create a NodeClass" and "Create a NodePool" pages). HyperPod installs the controller and both CRDs once AutoScaling
@@ -39,58 +43,6 @@ CLUSTER_ROLE_PRINCIPAL = "hyperpod.sagemaker.amazonaws.com"
 # KMS grant operations the documented cluster-role policy allows HyperPod to create for node volumes
 KMS_GRANT_OPERATIONS = ("CreateGrant", "Decrypt", "DescribeKey", "GenerateDataKeyWithoutPlaintext", "ReEncryptTo",
                         "ReEncryptFrom", "RetireGrant")
-# No public CRD of HyperpodNodeClass exists to validate against: its shape is the documented one (apiVersion, kind and
-# spec.instanceGroups, a list of at most 10 existing instance group names, "Create a NodeClass").
-NODECLASS_GROUP = "karpenter.sagemaker.amazonaws.com"
-NODECLASS_API_VERSION = f"{NODECLASS_GROUP}/v1"
-NODECLASS_KIND = "HyperpodNodeClass"
-# NodePool of the karpenter.sh/v1 API, validated in the tests against the upstream CRD (kubernetes-sigs/karpenter
-# v1.0.0, the first v1 release). Only fields of that release are rendered, and the HyperPod provider's supported
-# requirement (node.kubernetes.io/instance-type).
-NODEPOOL_API_VERSION = "karpenter.sh/v1"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-KARPENTER_PREFIX = "hpdpd-"
-
-
-def karpenter_name(group: InstanceGroup) -> str:
-    """The Kubernetes name of a group's HyperpodNodeClass and NodePool (cluster-scoped, lower case)."""
-    return KARPENTER_PREFIX + group.name.lower()
-
-
-def karpenter_manifests(group: InstanceGroup, *, consolidate_after_minutes: int) -> list[dict[str, Any]]:
-    """The HyperpodNodeClass and the NodePool of one autoscaled group.
-
-    The NodePool carries the group's labels and taints (HyperPod puts them on every node of the group, and Karpenter
-    must know them to tell which pending pods the group can take), caps the group with ``limits`` (``nodes``, which
-    every karpenter.sh/v1 release counts in the NodePool's status, and the GPUs of that many nodes as a second bound),
-    removes a node only when it is empty, one at a time, and never expires nodes (HyperPod patches and replaces them).
-    """
-    assert group.autoscaling is not None, group.name
-    name = karpenter_name(group)
-    managed = {MANAGED_BY_LABEL: MANAGED_BY}
-    gpus = INSTANCE_TYPES[group.instance_type].gpu_count * group.autoscaling.max_nodes
-    node_spec: dict[str, Any] = {
-        "nodeClassRef": {"group": NODECLASS_GROUP, "kind": NODECLASS_KIND, "name": name},
-        "requirements": [{"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [group.instance_type]}],
-        "expireAfter": "Never",
-    }
-    if group.taints:
-        node_spec["taints"] = [{k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect)) if v}
-                               for t in group.taints]
-    node_class = {"apiVersion": NODECLASS_API_VERSION, "kind": NODECLASS_KIND,
-                  "metadata": {"name": name, "labels": managed}, "spec": {"instanceGroups": [group.name]}}
-    node_pool = {
-        "apiVersion": NODEPOOL_API_VERSION, "kind": "NodePool", "metadata": {"name": name, "labels": managed},
-        "spec": {
-            "template": {"metadata": {"labels": dict(sorted(group.node_labels.items()))}, "spec": node_spec},
-            "limits": {"nodes": group.autoscaling.max_nodes, GPU_RESOURCE: gpus} if gpus else
-                      {"nodes": group.autoscaling.max_nodes},
-            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": f"{consolidate_after_minutes}m",
-                           "budgets": [{"nodes": "1"}]},
-        },
-    }
-    return [node_class, node_pool]
-
 
 class HyperPodCluster(Construct):
     """A SageMaker HyperPod cluster orchestrated by EKS, sized for disaggregated prefill/decode.
@@ -110,6 +62,28 @@ class HyperPodCluster(Construct):
 
     The primary child ``Resource`` is the ``CfnCluster``. ``ClusterName``, ``VpcConfig`` and the orchestrator are
     create-only; counts, labels and groups update in place.
+
+    Args:
+        cluster_name: the HyperPod cluster's name, 1-63 characters. No default.
+        eks_cluster_arn: the orchestrating EKS cluster (``HyperPodEksCluster.cluster_arn``). No default.
+        region: the stack's Region (instance offerings, registries). No default.
+        subnet_ids: 1-16 private subnets, the GPU subnet (``EfaNetwork.gpu_subnet``). No default.
+        security_group_ids: 1-5 groups: the EFA group and the EKS cluster security group. No default.
+        instance_groups: the groups (``InstanceGroup`` of the configuration), at least one, unique names. No default.
+        lifecycle_bucket_name: the ``sagemaker-*`` bucket of the lifecycle scripts. No default.
+        node_recovery: ``"Automatic"`` (default) or ``"None"`` (``hyperpod.node_recovery``).
+        node_provisioning_mode: ``"Continuous"`` (default) or None (``hyperpod.node_provisioning_mode``).
+        autoscaling: HyperPod-managed Karpenter; default: None (no autoscaling).
+        depends_on: what the cluster waits for (the dependencies chart, the core add-ons). Default: nothing.
+        removal_policy: of the lifecycle bucket, and RETAIN keeps the cluster. Default: DESTROY.
+        access_logs_bucket: where the lifecycle bucket logs its access. Default: none.
+        tags: tags of the cluster. Default: none.
+        image_registries: the ECR registries the nodes may pull from (infra/registries.py); default: this account's
+            and AWS's platform registries of ``region``.
+
+    Attributes: ``resource`` (the ``CfnCluster``), ``cluster_arn``, ``cluster_name``, ``execution_role``,
+    ``node_policy``, ``lifecycle_bucket``, ``cluster_role`` (with autoscaling), ``instance_groups``,
+    ``karpenter_manifests``, ``autoscaling_ready``.
     """
 
     def __init__(
@@ -124,8 +98,8 @@ class HyperPodCluster(Construct):
         security_group_ids: Sequence[str],
         instance_groups: Sequence[InstanceGroup],
         lifecycle_bucket_name: str,
-        node_recovery: str = "Automatic",
-        node_provisioning_mode: str | None = "Continuous",
+        node_recovery: NodeRecovery = "Automatic",
+        node_provisioning_mode: NodeProvisioningMode | None = "Continuous",
         autoscaling: ClusterAutoScaling | None = None,
         depends_on: Sequence[IDependable] = (),
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
@@ -133,8 +107,6 @@ class HyperPodCluster(Construct):
         tags: Mapping[str, str] | None = None,
         image_registries: Sequence[Registry] | None = None,
     ) -> None:
-        """``image_registries``: the ECR registries the nodes may pull from (infra/registries.py); default: this
-        account's and AWS's platform registries of ``region``."""
         self._validate(cluster_name, instance_groups, subnet_ids, security_group_ids, node_recovery)
         self._validate_autoscaling(instance_groups, autoscaling, node_recovery, node_provisioning_mode)
         super().__init__(scope, id)
@@ -190,6 +162,12 @@ class HyperPodCluster(Construct):
         self.autoscaling_ready: AutoScalingReady | None = None
 
     @property
+    def cluster_arn(self) -> str:
+        """The HyperPod cluster's ARN (``Fn::GetAtt <Resource>.ClusterArn``, the CfnCluster's ``ClusterArn``
+        attribute: cfn-lint's registry schema of AWS::SageMaker::Cluster lists it among readOnlyProperties)."""
+        return self.resource.attr_cluster_arn
+
+    @property
     def autoscaled_groups(self) -> tuple[InstanceGroup, ...]:
         return tuple(g for g in self.instance_groups if g.autoscaled)
 
@@ -204,7 +182,7 @@ class HyperPodCluster(Construct):
         assert self.autoscaling is not None and self.cluster_role is not None
         if self.autoscaling_ready is None:
             self.autoscaling_ready = AutoScalingReady(
-                self, "AutoScalingReady", cluster_arn=self.resource.attr_cluster_arn,
+                self, "AutoScalingReady", cluster_arn=self.cluster_arn,
                 cluster_name=self.cluster_name, removal_policy=self.removal_policy,
                 # the cluster's AutoScaling and role as rendered above, and the groups that need Karpenter
                 configuration={"AutoScaling": {"Mode": "Enable", "AutoScalerType": AUTOSCALER_TYPE},

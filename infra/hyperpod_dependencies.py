@@ -27,6 +27,7 @@ from hyperpod_dpd.catalogue.versions import (
     HYPERPOD_CHART_VERSION,
 )
 from hyperpod_dpd.config.dependencies_chart import ChartDirectoryError, directory_digest, ecr_chart
+from hyperpod_dpd.config.hyperpod import TaintEffect
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import guardrails, nag
 from hyperpod_dpd.infra.chart_digest import ChartDigestCheck
@@ -44,6 +45,15 @@ class DependencyComponents:
     The health-monitoring agent and deep health checks are needed for automatic node recovery; the NVIDIA and EFA
     device plugins expose ``nvidia.com/gpu`` and ``vpc.amazonaws.com/efa`` to DPD pods. cert-manager and the
     inference operator come as EKS add-ons instead, and training components are off.
+
+    Args:
+        health_monitoring_agent: the health-monitoring agent (automatic node recovery). Default: True.
+        deep_health_check: the deep health checks. Default: True.
+        hyperpod_patching: HyperPod's node patching. Default: True.
+        job_auto_restart: training job auto-restart. Default: False.
+        training_operators: the Kubeflow training operators. Default: False.
+        mpi_operator: the MPI operator. Default: False.
+        neuron_device_plugin: the AWS Neuron device plugin (Trainium and Inferentia). Default: False.
     """
 
     health_monitoring_agent: bool = True
@@ -66,6 +76,23 @@ class HyperPodDependencies(Construct):
     (lists in Helm values replace, they do not merge).
 
     The primary child (``Resource``) is the ``HelmChart``; make the HyperPod cluster depend on this construct.
+
+    Args:
+        cluster: the EKS cluster the chart is installed on (its kubectl provider runs Helm). No default.
+        region: the stack's Region (a chart value). No default.
+        gpu_instance_types: the GPU types of the instance groups, from the catalogue, at least one. No default.
+        repository: the chart's ECR private registry ``oci://<account>.dkr.ecr.<region>.amazonaws.com[/<path>]``;
+            exactly one of ``repository`` and ``local_path``. Default: None.
+        local_path: a local chart directory shipped as an asset. Default: None.
+        digest: the chart's ``sha256:<64 hex>`` (helm push's, or :func:`directory_digest` of the directory). No
+            usable default: None is refused.
+        version: the chart version. Default: the catalogue's ``HYPERPOD_CHART_VERSION``.
+        components: which sub-charts run. Default: :class:`DependencyComponents` ().
+        timeout: Helm's timeout. Default: 15 minutes.
+        removal_policy: of the Helm release and the digest check's log group. Default: DESTROY.
+        gpu_taints: ``(key, effect)`` of the taints on the GPU groups; the device plugins must tolerate them, or no
+            GPU or EFA device is advertised on those nodes (the chart's defaults tolerate only its own keys).
+            Default: none.
     """
 
     def __init__(
@@ -83,10 +110,8 @@ class HyperPodDependencies(Construct):
         components: DependencyComponents = DependencyComponents(),
         timeout: cdk.Duration = cdk.Duration.minutes(15),
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
-        gpu_taints: Sequence[tuple[str, str]] = (),
+        gpu_taints: Sequence[tuple[str, TaintEffect]] = (),
     ) -> None:
-        """``gpu_taints``: ``(key, effect)`` of the taints on the GPU groups; the device plugins must tolerate them,
-        or no GPU or EFA device is advertised on those nodes (the chart's defaults tolerate only its own keys)."""
         if (repository is None) == (local_path is None):
             given = [name for name, value in (("repository", repository), ("local_path", local_path)) if value is not None]
             raise ConfigError.single(None, "HyperPodDependencies", given, "pass exactly one of 'repository' or 'local_path'")
@@ -148,7 +173,7 @@ class HyperPodDependencies(Construct):
 
     @staticmethod
     def chart_values(region: str, gpu_types: Sequence[str], components: DependencyComponents,
-                     gpu_taints: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+                     gpu_taints: Sequence[tuple[str, TaintEffect]] = ()) -> dict[str, Any]:
         gpu = list(gpu_types)
         extra = [{"key": key, "operator": "Exists", "effect": effect} for key, effect in dict.fromkeys(gpu_taints)
                  if effect != "PreferNoSchedule"]

@@ -9,6 +9,7 @@ ordering constraint beyond the add-on referring to them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import aws_cdk as cdk
@@ -71,6 +72,29 @@ class InferenceOperator(Construct):
 
     ``require_dpd`` (set when the environment declares DPD endpoints) refuses operators older than 3.2.
     The primary child ``Resource`` is the inference ``CfnAddon``.
+
+    Args:
+        eks_cluster: the cluster the add-ons go on (its OIDC provider trusts the IRSA roles). No default.
+        hyperpod_cluster: the HyperPod cluster the operator serves (``hyperpodClusterArn``); the add-on waits for it.
+            No default.
+        operator_version: an operator release of the catalogue (``hyperpod_dpd.catalogue.operator.OPERATOR_RELEASES``,
+            the configuration's ``operator.version``). No default.
+        execution_role_name: the execution role's name, ``SageMakerHyperPodInference...``, at most 64 characters.
+            No default (the configuration derives it from the cluster name).
+        tls_bucket_name: the TLS certificate bucket, ``hyperpod-tls...``. No default.
+        addon_version: the add-on version; default: the release's own, never older than it.
+        prerequisite_versions: overrides of the prerequisite add-ons' versions by name; default: the catalogue's pins.
+        model_buckets: the buckets the model weights come from, created or imported, each in the stack's Region, each
+            name once; default: none.
+        gated_model_access: also the role that downloads gated JumpStart models. Default: False.
+        observability: the observability add-on and its Prometheus destination; default: None (no add-on).
+        require_dpd: refuse an operator older than DPD needs. Default: False.
+        removal_policy: of the buckets and the observability workspace. Default: DESTROY.
+        access_logs_bucket: where the created buckets write their access logs; default: none.
+
+    Attributes: ``model_buckets`` (a read-only mapping of bucket name to ``s3.IBucket``, in configuration order),
+    ``tls_bucket``, ``execution_role``, ``resource`` (the add-on), ``prerequisites``, ``observability_destination``.
+    Read access to model weights for a role of your own: :meth:`grant_model_read`.
     """
 
     def __init__(
@@ -107,7 +131,8 @@ class InferenceOperator(Construct):
         self._access_logs = access_logs_bucket
         self.tls_bucket = secure_bucket(self, "TlsBucket", bucket_name=tls_bucket_name, removal_policy=removal_policy,
                                         access_logs=access_logs_bucket)
-        self.model_buckets = [self._model_bucket(i, b, removal_policy) for i, b in enumerate(model_buckets)]
+        self.model_buckets: Mapping[str, s3.IBucket] = MappingProxyType(
+            {b.name: self._model_bucket(i, b, removal_policy) for i, b in enumerate(model_buckets)})
 
         self.execution_role = iam.Role(
             self, "ExecutionRole", role_name=execution_role_name,
@@ -122,11 +147,11 @@ class InferenceOperator(Construct):
                                          "KEDA of the inference add-on: reads autoscaling metrics")
         self.s3_csi_role = self._irsa_role(
             "S3CsiRole", CSI_SERVICE_ACCOUNTS["aws-mountpoint-s3-csi-driver"],
-            policies.s3_model_reader([b.bucket_arn for b in self.model_buckets]), "Mountpoint for S3 CSI driver: model buckets, read-only",
+            policies.s3_model_reader([b.bucket_arn for b in self.model_buckets.values()]), "Mountpoint for S3 CSI driver: model buckets, read-only",
             exact=True)
         self.fsx_csi_role = self._irsa_role(
             "FsxCsiRole", CSI_SERVICE_ACCOUNTS["aws-fsx-csi-driver"],
-            policies.fsx_csi_controller(self, [b.bucket_arn for b in self.model_buckets]), "FSx for Lustre CSI controller",
+            policies.fsx_csi_controller(self, [b.bucket_arn for b in self.model_buckets.values()]), "FSx for Lustre CSI controller",
             exact=True)
         self.gated_model_role: iam.Role | None = None
         if gated_model_access:
@@ -166,6 +191,35 @@ class InferenceOperator(Construct):
         self.observability_destination: ObservabilityDestination | None = None
         if observability is not None:
             self._observability(eks_cluster, hyperpod_cluster, observability, removal_policy)
+
+    def model_bucket(self, name: str) -> s3.IBucket:
+        """The model bucket named ``name``; an unknown name is a :class:`ConfigError` naming the configured ones."""
+        if name not in self.model_buckets:
+            raise ConfigError.single(None, "InferenceOperator.model_bucket", name, "is not a model bucket of this "
+                                     f"operator: {', '.join(self.model_buckets) or 'none are configured'}")
+        return self.model_buckets[name]
+
+    def grant_model_read(self, grantee: iam.IGrantable, bucket: str | None = None) -> iam.Grant:
+        """Read access for ``grantee`` to one model bucket (``bucket``, its name) or, by default, to all of them,
+        through each bucket's own ``grant_read`` (aws-cdk-lib aws-s3/lib/bucket.ts: ``s3:GetObject*``,
+        ``s3:GetBucket*``, ``s3:List*`` on the bucket and its objects, and the key's read actions when the bucket has
+        a KMS key). The IAM5 findings the grant adds to the grantee's policy are acknowledged on the grantee by exact
+        id (:func:`~hyperpod_dpd.infra.nag.acknowledge_grant`), so the caller names no logical id of this construct.
+        No model bucket (or an unknown name) is a :class:`ConfigError`: a grant of nothing is a mistake.
+        """
+        if bucket is None and not self.model_buckets:
+            raise ConfigError.single(None, "InferenceOperator.grant_model_read", None,
+                                     "there is no model bucket to grant: configure operator.model_buckets")
+        names = [bucket] if bucket is not None else list(self.model_buckets)
+        grant: iam.Grant | None = None
+        for name in names:
+            one = self.model_bucket(name).grant_read(grantee)
+            nag.acknowledge_grant(grantee, one, f"Read of the model weights in bucket {name} (aws-cdk-lib's "
+                                  "Bucket.grant_read: its read actions on the bucket and every object in it), "
+                                  "granted with grant_model_read")
+            grant = one if grant is None else grant.combine(one)
+        assert grant is not None
+        return grant
 
     # -- validation ------------------------------------------------------------------------------------------------
 
@@ -210,6 +264,10 @@ class InferenceOperator(Construct):
             if problem or not tls_bucket.startswith(TLS_BUCKET_PREFIX):
                 raise ConfigError.single(None, f"{where}.tls_bucket_name", tls_bucket,
                                          problem or f"must start with '{TLS_BUCKET_PREFIX}'")
+        names = [b.name for b in model_buckets]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ConfigError.single(None, f"{where}.model_buckets", twice, "each bucket name once")
         for index, bucket in enumerate(model_buckets):
             bucket_region = bucket.region or region
             if not cdk.Token.is_unresolved(region) and bucket_region != region:
@@ -278,7 +336,7 @@ class InferenceOperator(Construct):
         values: dict[str, Any] = {
             "executionRoleArn": self.execution_role.role_arn,
             "tlsCertificateS3Bucket": self.tls_bucket.bucket_name,
-            "hyperpodClusterArn": hyperpod_cluster.resource.attr_cluster_arn,
+            "hyperpodClusterArn": hyperpod_cluster.cluster_arn,
             "alb": {"enabled": True, "serviceAccount": {"create": True, "roleArn": self.alb_role.role_arn}},
             "keda": {"enabled": True, "auth": {"aws": {"irsa": {"enabled": True, "roleArn": self.keda_role.role_arn}}}},
         }

@@ -52,9 +52,11 @@ class DpdMonitoring(Construct):
 
     Args:
         config: the environment; its endpoints' ``slo`` and its ``alerts`` section give thresholds and subscribers.
-        hyperpod_cluster_arn: the HyperPod cluster's ARN (its id names the cluster log group).
+            No default.
+        hyperpod_cluster_arn: the HyperPod cluster's ARN (``HyperPodCluster.cluster_arn``; its id names the cluster
+            log group). No default.
         destination: the observability add-on's Prometheus destination, or None without the add-on (then only the
-            CloudWatch log alarms exist: the Prometheus metrics go nowhere).
+            CloudWatch log alarms exist: the Prometheus metrics go nowhere). Default: None.
         removal_policy: of the topic's KMS key. Default: destroy.
 
     Attributes: ``topic``, ``key``, ``rules`` (None without a destination), ``alarms`` and ``metric_filters`` (by
@@ -154,5 +156,5 @@ def build_monitoring(scope: Construct, *, config: EnvironmentConfig, hyperpod: H
     ``alerts.enabled: false``."""
     if not config.endpoints or not config.alerts.enabled:
         return None
-    return DpdMonitoring(scope, "Monitoring", config=config, hyperpod_cluster_arn=hyperpod.resource.attr_cluster_arn,
+    return DpdMonitoring(scope, "Monitoring", config=config, hyperpod_cluster_arn=hyperpod.cluster_arn,
                          destination=inference_operator.observability_destination, removal_policy=removal_policy)

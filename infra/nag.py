@@ -14,7 +14,7 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
-from constructs import IConstruct
+from constructs import Construct, IConstruct
 
 PLUGIN = "AwsSolutions"
 
@@ -84,6 +84,29 @@ def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
     return value if isinstance(value, list) else [value]
+
+
+def acknowledge_grant(grantee: iam.IGrantable, grant: iam.Grant, reason: str) -> list[str]:
+    """Acknowledge the IAM5 findings that ``grant`` itself adds to its grantee's identity policy, by exact id, on the
+    grantee's own construct (a role, user or group: its default policy is a child). A wildcard the grantee's policy
+    gets from anything else stays a finding. Returns the finding ids acknowledged (none when the grant wrote no
+    principal statement, e.g. for a service principal: then the grant is in the resource's policy, which this helper
+    does not acknowledge, so any finding there stays one).
+
+    cdk-nag names an action wildcard by the action alone (``AwsSolutions-IAM5[Action::s3:List*]``), so the same
+    wildcard action another grant adds to the same policy is covered too; resource findings name the resource. The
+    ids are computed in the grantee's stack, as the template will render them: a grantee in another stack than the
+    granted resource sees a cross-stack reference there, which this rendering does not predict, so those resource
+    findings stay unacknowledged and fail synthesis loudly instead of passing silently.
+    """
+    principal = grantee.grant_principal
+    if not grant.principal_statements or not isinstance(principal, Construct):
+        return []
+    document = cdk.Stack.of(principal).resolve([s.to_statement_json() for s in grant.principal_statements])
+    findings = list(dict.fromkeys(f"AwsSolutions-IAM5[{finding}]" for data in document
+                                  for finding in _wildcard_findings(data)))
+    acknowledge_all(principal, [(finding, reason) for finding in findings])
+    return findings
 
 
 def acknowledge_generated_policy(policy: IConstruct | None, reason: str) -> None:

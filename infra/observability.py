@@ -40,7 +40,7 @@ class ObservabilityOptions:
     """The HyperPod observability add-on (AMP/Grafana pipeline for the DPD dashboards), with its Pod Identity role.
 
     Args:
-        addon_version: version of ``amazon-sagemaker-hyperpod-observability``.
+        addon_version: version of ``amazon-sagemaker-hyperpod-observability``. No default.
         prometheus_workspace_arn: an existing Amazon Managed Prometheus workspace of the stack's account and Region.
             Default: a new workspace, encrypted with its own KMS key.
         grafana: also create an Amazon Managed Grafana workspace (IAM Identity Center sign-in) that reads the
@@ -66,6 +66,12 @@ class ObservabilityDestination(Construct):
     Attributes: ``workspace_id``, ``workspace_arn`` (partition-aware), ``prometheus_endpoint`` (as the add-on takes
     it), ``workspace`` (the ``CfnWorkspace``, None when imported), ``grafana_workspace``/``grafana_name``/
     ``grafana_arn`` (None without Grafana).
+
+    Args:
+        name: the workspaces' name prefix (the EKS cluster's name). No default.
+        prometheus_workspace_arn: an existing workspace of the stack's account and Region. Default: None (create one).
+        grafana: also the Grafana workspace. Default: False.
+        removal_policy: of the created workspace and its key. Default: DESTROY.
     """
 
     def __init__(self, scope: Construct, id: str, *, name: str, prometheus_workspace_arn: str | None = None,

@@ -40,8 +40,9 @@ class ArtifactAudit(Construct):
     """The audit trail of the buckets named ``bucket_names`` (see the module docstring).
 
     Args:
-        trail_name: the trail's explicit name (its ARN is in the bucket and key policies before it exists).
-        bucket_names: the names of the buckets whose object reads and writes are recorded.
+        trail_name: the trail's explicit name (its ARN is in the bucket and key policies before it exists). No
+            default.
+        bucket_names: the names of the buckets whose object reads and writes are recorded. No default.
         removal_policy: of the log buckets and the key. Default: retain (an audit record outlives its stack).
 
     Attributes: ``trail`` (the ``CfnTrail``), ``trail_arn``, ``bucket`` (the log files), ``access_logs``, ``key``.

@@ -124,6 +124,11 @@ class TerminationProtection(Construct):
     ``describe-stacks`` must report ``EnableTerminationProtection`` true or the step (and the promotion) fails. Its
     CodeBuild role may only assume the environment's CDK bootstrap deploy role; the stacks of an ``EnvironmentStage``
     all live in the environment's account and Region.
+
+    Args:
+        env: the environment whose stacks are protected. No default.
+        stack_names: the stacks to protect, at least one. No default.
+        qualifier: the CDK bootstrap qualifier of the environment's deploy role. No default.
     """
 
     PROFILE = "hpdpd-protect"

@@ -13,13 +13,15 @@ apart. Construct ids inside them are part of the logical ids of deployed resourc
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import aws_cdk as cdk
 import cdk8s
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -317,8 +319,10 @@ class HyperPodDpdPlatform(Construct):
     alerts, None without endpoints), ``operations`` (the access of the operations roles, None without any; its
     RoleBinding in each endpoint namespace is ``Operations-<chart id>``), ``checks_role`` and ``checks_runner`` (None
     without a trust),
-    ``charts`` and ``endpoint_manifests`` (by chart id). Apply the guardrails to the app with
-    :func:`hyperpod_dpd.infra.apply_guardrails`.
+    ``charts`` and ``endpoint_manifests`` (by chart id); ``model_buckets`` (name -> ``s3.IBucket``, read-only) and
+    :meth:`model_bucket`; ``connections`` (the EKS cluster security group). Grants for your own principals:
+    :meth:`grant_model_read`, :meth:`grant_cluster_admin` (docs/library.md, "Wiring your own constructs"). Apply the
+    guardrails to the app with :func:`hyperpod_dpd.infra.apply_guardrails`.
     """
 
     def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, endpoints: bool = True,
@@ -350,6 +354,39 @@ class HyperPodDpdPlatform(Construct):
         # The configuration's warnings, each once, as annotations a consumer's `cdk synth` shows and acknowledges: an
         # endpoint's on its manifest (on this construct without one), the environment's on this construct.
         annotate_warnings(config, environment=self, endpoints=self.endpoint_manifests)
+
+    @property
+    def model_buckets(self) -> Mapping[str, s3.IBucket]:
+        """The model buckets by name (``config.model_buckets``: the operator's and those endpoints load from)."""
+        return self.inference_operator.model_buckets
+
+    def model_bucket(self, name: str) -> s3.IBucket:
+        """One model bucket by name; an unknown name is a one-line :class:`ConfigError` naming the configured ones."""
+        return self.inference_operator.model_bucket(name)
+
+    def grant_model_read(self, grantee: iam.IGrantable, bucket: str | None = None) -> iam.Grant:
+        """Read of one model bucket (``bucket``, by name) or of all of them (default) for ``grantee``, through each
+        bucket's ``grant_read`` (KMS included when a bucket has a key); its cdk-nag IAM5 findings are acknowledged on
+        the grantee by exact id (:meth:`InferenceOperator.grant_model_read`)."""
+        return self.inference_operator.grant_model_read(grantee, bucket)
+
+    def grant_cluster_admin(self, principal_arn: str) -> eks.AccessEntry:
+        """Cluster admin for one IAM role or user ARN, as ``eks.admin_principals`` gets it
+        (:meth:`HyperPodEksCluster.grant_cluster_admin`). An operations role of the configuration is refused: EKS
+        allows one access entry per principal, and that one has the operations entry."""
+        if principal_arn in self.config.operations_roles:
+            raise ConfigError.single(self.config.source, "grant_cluster_admin.principal_arn", principal_arn,
+                                     "is an operations role (eks.operations_principals or the checks runner's role), "
+                                     "which has its own access entry; an IAM principal has one")
+        return self.eks.grant_cluster_admin(principal_arn)
+
+    @property
+    def connections(self) -> ec2.Connections:
+        """The EKS cluster security group as ``ec2.Connections`` (:attr:`HyperPodEksCluster.connections`): the HyperPod
+        nodes and the Kubernetes API's network interfaces are in it, so ``platform.connections.allow_from(peer, port)``
+        admits ``peer`` to them, as aws-cdk's ``Connections`` does (an ingress rule on the group, the matching egress
+        rule on ``peer``'s). The EFA security group is not in it: it admits only its own members (rule HPDPD-HP3)."""
+        return self.eks.connections
 
 
 def _check_environment(scope: Construct, config: EnvironmentConfig) -> None:

@@ -77,7 +77,12 @@ ECR_IMAGE = re.compile(r"(?P<account>\d{12})\.dkr\.ecr(-fips)?\.(?P<region>[a-z]
 
 @dataclass(frozen=True, order=True, kw_only=True)
 class Registry:
-    """One private ECR registry: an account's repositories in one Region."""
+    """One private ECR registry: an account's repositories in one Region.
+
+    Args:
+        region: the registry's Region. No default.
+        account: the registry's 12-digit account. No default.
+    """
 
     region: str
     account: str

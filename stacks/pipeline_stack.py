@@ -34,6 +34,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
 from constructs import Construct
 
+from hyperpod_dpd.catalogue.pipeline_contract import PROMETHEUS_ENV
 from hyperpod_dpd.catalogue.versions import CDK_ASSETS_VERSION
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.config.endpoints import EndpointConfig
@@ -47,7 +48,6 @@ from hyperpod_dpd.infra.pipeline_steps import (  # noqa: F401 - deploy_role_arn 
     deploy_role_arn,
     protected_stack_names,
 )
-from hyperpod_dpd.ops.metrics import PROMETHEUS_ENV
 from hyperpod_dpd.stacks.environment_stage import EnvironmentStage
 from hyperpod_dpd.stacks.naming import stack_name
 from hyperpod_dpd.stacks.platform_stack import PROMETHEUS_OUTPUT

@@ -34,7 +34,7 @@ class PlatformStack(cdk.Stack):
         self.checks_role = parts.checks_role
         self.checks_runner = parts.checks_runner
         cdk.CfnOutput(self, "EksClusterName", value=self.eks.cluster_name)
-        cdk.CfnOutput(self, "HyperPodClusterArn", value=self.hyperpod.resource.attr_cluster_arn)
+        cdk.CfnOutput(self, "HyperPodClusterArn", value=self.hyperpod.cluster_arn)
         cdk.CfnOutput(self, "InferenceExecutionRoleArn", value=self.inference_operator.execution_role.role_arn)
         cdk.CfnOutput(self, "TlsBucketName", value=self.inference_operator.tls_bucket.bucket_name)
         destination = self.inference_operator.observability_destination

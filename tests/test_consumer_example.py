@@ -179,6 +179,57 @@ def test_example_synthesis_shows_the_toolkits_warnings_as_annotations(synthesize
     assert data.endswith(" [ack: hpdpd:config:operator.observability.logging]"), data
 
 
+def test_example_grants_its_own_role_read_of_the_model_bucket_and_acknowledges_nothing(
+        synthesized_example: Path) -> None:
+    from aws_cdk.assertions import Capture, Match, Template
+
+    template = Template.from_json(json.loads((synthesized_example / "Serving.template.json").read_text()))
+    bucket = Capture()
+    # THEN the consumer's batch job role may read the platform's model bucket (grant_model_read: the bucket's own
+    # grant_read) ...
+    template.has_resource_properties("AWS::IAM::Policy", {
+        "Roles": [{"Ref": Match.string_like_regexp("^BatchJobRole")}],
+        "PolicyDocument": {"Statement": [{"Action": ["s3:GetObject*", "s3:GetBucket*", "s3:List*"], "Effect": "Allow",
+                                          "Resource": [{"Fn::GetAtt": [bucket, "Arn"]},
+                                                       {"Fn::Join": ["", [{"Fn::GetAtt": [bucket, "Arn"]}, "/*"]]}]}]}})
+    template.has_resource_properties("AWS::S3::Bucket", {"BucketName": "ml-models-123456789012-us-west-2"})
+    assert template.to_json()["Resources"][bucket.as_string()]["Properties"]["BucketName"] == \
+        "ml-models-123456789012-us-west-2"
+    # ... the synthesis passed cdk-nag (test_example_synthesis_has_guardrail_reports_and_no_errors), and the example's
+    # own code acknowledges nothing: no finding id, no logical id of the platform
+    sources = "".join(p.read_text() for p in EXAMPLE.rglob("*.py"))
+    for call in ("Validations.of", "Acknowledgment(", "acknowledge(", "acknowledge_warning(", "NagSuppressions",
+                 "Dpd" + "InferenceOperator"):
+        assert call not in sources, call
+
+
+def test_a_config_error_in_the_example_is_one_line_and_exit_2(installed: Installed, tmp_path: Path) -> None:
+    # GIVEN the example's configuration asking for EKS 1.33, whose kubectl layer the fresh venv does not have (the
+    # wheel brings the layers of 1.34 and 1.35 only; the older ones are extras)
+    site = next(installed.venv.glob("lib/python*/site-packages"))
+    assert (site / "aws_cdk" / "lambda_layer_kubectl_v34").is_dir()
+    assert not (site / "aws_cdk" / "lambda_layer_kubectl_v33").exists()
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    text = (installed.app_dir / "config" / "ml-dev.yaml").read_text()
+    assert 'version: "1.34"' in text
+    (config_dir / "ml-dev.yaml").write_text(text.replace('version: "1.34"', 'version: "1.33"', 1))
+    # WHEN the example app runs
+    done = subprocess.run([installed.python, "app.py"], cwd=installed.app_dir,
+                          env={**installed.env, "HPDPD_CONFIG_DIR": str(config_dir),
+                               "CDK_OUTDIR": str(tmp_path / "cdk.out")},
+                          capture_output=True, text=True, timeout=300, check=False)
+    # THEN it ends with exit 2 and one line naming the file, the key the user wrote, the value and what to install,
+    # as the CLI prints it, and no traceback
+    assert done.returncode == 2, done.stderr[-3000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and line.endswith(
+        "ml-dev.yaml: eks.version: '1.33': needs the kubectl layer package aws-cdk.lambda-layer-kubectl-v33 (module "
+        "aws_cdk.lambda_layer_kubectl_v33), which this Python environment lacks: pip install "
+        "'hyperpod-dpd[kubectl-v33]'"), line
+    assert not (tmp_path / "cdk.out").exists()
+
+
 def test_plan_runs_from_the_fresh_venv(installed: Installed) -> None:
     done = installed.run(str(installed.venv / "bin" / "hpdpd"), "plan", "--model", "Llama-3.3-70B-Instruct",
                          "--instance", "ml.p5.48xlarge", "--input-tokens", "8000", "--output-tokens", "256",

@@ -210,3 +210,23 @@ def test_a_long_environment_name_is_refused_when_the_runners_role_name_would_not
     assert str(caught.value) == (
         f"{name}.yaml: checks role trust: {TRUSTED!r}: the checks runner's role name 'hpdpd-{name}-checks-runner' is "
         "not an IAM role name (1-64 of letters, digits and +=,.@_-): shorten the environment's name")
+
+
+def test_a_gitops_environment_may_read_the_deployed_templates_of_its_own_manifest_stacks() -> None:
+    from aws_cdk.assertions import Match, Template
+
+    from hyperpod_dpd.config import load_environment
+
+    # GIVEN the gitops fixture environment and its check targets
+    config = load_environment("dev", ROOT / "tests" / "fixtures" / "gitops" / "config")
+    targets = CheckTargets.of(config)
+    assert targets.handover_stacks == ("hpdpd-dev-platform", "hpdpd-dev-endpoints")
+    # WHEN its checks role is built
+    stack = cdk.Stack(cdk.App(), "Network", env=cdk.Environment(account=config.account, region=config.region))
+    ChecksRole(stack, "ChecksRole", role_name="hpdpd-dev-checks", trusted_role_arn=TRUSTED, targets=targets)
+    # THEN preflight's handover row may call GetTemplate on exactly those two stacks (and a cdk environment may not)
+    Template.from_stack(stack).has_resource_properties("AWS::IAM::Policy", {"PolicyDocument": {"Statement": Match.array_with([
+        Match.object_like({"Sid": "ReadDeployedTemplates", "Action": "cloudformation:GetTemplate",
+                           "Resource": [Match.object_like({"Fn::Join": Match.array_with([Match.array_with([
+                               Match.string_like_regexp(f":stack/{name}/\\*")])])}) for name in targets.handover_stacks]})])}})
+    assert CheckTargets.of(load_environment("dev", ROOT / "tests" / "fixtures" / "config")).handover_stacks == ()

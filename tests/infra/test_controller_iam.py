@@ -267,7 +267,8 @@ def _operator(app: cdk.App, name: str, observability: ObservabilityOptions) -> t
     # Stand-ins with what InferenceOperator reads of HyperPodEksCluster and HyperPodCluster
     eks_cluster = SimpleNamespace(cluster=SimpleNamespace(cluster_name=CLUSTER), oidc_provider=oidc, addons={},
                                   cluster_arn=f"arn:{cdk.Aws.PARTITION}:eks:{REGION}:{ACCOUNT}:cluster/{CLUSTER}")
-    hyperpod = SimpleNamespace(resource=sagemaker.CfnCluster(stack, "HyperPod", cluster_name="hp", node_recovery="Automatic"))
+    cluster = sagemaker.CfnCluster(stack, "HyperPod", cluster_name="hp", node_recovery="Automatic")
+    hyperpod = SimpleNamespace(resource=cluster, cluster_arn=cluster.attr_cluster_arn)
     logs = s3.Bucket.from_bucket_name(stack, "AccessLogs", "hpdpd-access-logs-111111111111-us-west-2")
     operator = InferenceOperator(
         stack, "InferenceOperator", eks_cluster=eks_cluster, hyperpod_cluster=hyperpod,  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Capture, Match, Template
 
 from hyperpod_dpd.catalogue.operator import OBSERVABILITY_ADDON_VERSION
 from hyperpod_dpd.catalogue.versions import CORE_ADDONS
@@ -23,12 +23,12 @@ from hyperpod_dpd.infra.inference_operator import InferenceOperator, Observabili
 
 
 @pytest.fixture(scope="module")
-def dev(synthesized) -> dict[str, Any]:
+def dev_platform(synthesized) -> dict[str, Any]:
     return synthesized.template("dev", "platform")
 
 
 @pytest.fixture(scope="module")
-def prod(synthesized) -> dict[str, Any]:
+def prod_platform(synthesized) -> dict[str, Any]:
     return synthesized.template("prod", "platform")
 
 
@@ -37,36 +37,36 @@ def _cluster(template: dict[str, Any]) -> dict[str, Any]:
     return props
 
 
-def test_cluster_uses_api_auth_without_auto_mode_or_self_managed_addons(dev: dict[str, Any]) -> None:
-    cluster = _cluster(dev)
+def test_cluster_uses_api_auth_without_auto_mode_or_self_managed_addons(dev_platform: dict[str, Any]) -> None:
+    cluster = _cluster(dev_platform)
     assert cluster["Name"] == "hpdpd-dev"
     assert cluster["Version"] == "1.35"
     assert cluster["AccessConfig"]["AuthenticationMode"] == "API"
     assert cluster["ComputeConfig"] == {"Enabled": False}
     assert cluster["BootstrapSelfManagedAddons"] is False
-    assert not [v for v in dev["Resources"].values() if v["Type"] == "AWS::EKS::Nodegroup"]
+    assert not [v for v in dev_platform["Resources"].values() if v["Type"] == "AWS::EKS::Nodegroup"]
 
 
-def test_secrets_are_encrypted_with_a_rotating_customer_key(dev: dict[str, Any]) -> None:
-    cluster = _cluster(dev)
+def test_secrets_are_encrypted_with_a_rotating_customer_key(dev_platform: dict[str, Any]) -> None:
+    cluster = _cluster(dev_platform)
     (encryption,) = cluster["EncryptionConfig"]
     assert encryption["Resources"] == ["secrets"]
     key_id = encryption["Provider"]["KeyArn"]["Fn::GetAtt"][0]
-    assert dev["Resources"][key_id]["Properties"]["EnableKeyRotation"] is True
+    assert dev_platform["Resources"][key_id]["Properties"]["EnableKeyRotation"] is True
 
 
-def test_every_control_plane_log_type_is_on(dev: dict[str, Any]) -> None:
-    types = [t["Type"] for t in _cluster(dev)["Logging"]["ClusterLogging"]["EnabledTypes"]]
+def test_every_control_plane_log_type_is_on(dev_platform: dict[str, Any]) -> None:
+    types = [t["Type"] for t in _cluster(dev_platform)["Logging"]["ClusterLogging"]["EnabledTypes"]]
     assert types == ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 
 
-def test_endpoint_access_follows_the_config(dev: dict[str, Any], prod: dict[str, Any], synthesized) -> None:
+def test_endpoint_access_follows_the_config(dev_platform: dict[str, Any], prod_platform: dict[str, Any], synthesized) -> None:
     # dev: public and private, open; staging: restricted CIDRs; prod: private only
-    assert _cluster(dev)["ResourcesVpcConfig"]["EndpointPublicAccess"] is True
+    assert _cluster(dev_platform)["ResourcesVpcConfig"]["EndpointPublicAccess"] is True
     staging = _cluster(synthesized.template("staging", "platform"))["ResourcesVpcConfig"]
     assert staging["PublicAccessCidrs"] == ["203.0.113.0/24"]
-    assert _cluster(prod)["ResourcesVpcConfig"]["EndpointPublicAccess"] is False
-    assert _cluster(prod)["ResourcesVpcConfig"]["EndpointPrivateAccess"] is True
+    assert _cluster(prod_platform)["ResourcesVpcConfig"]["EndpointPublicAccess"] is False
+    assert _cluster(prod_platform)["ResourcesVpcConfig"]["EndpointPrivateAccess"] is True
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
@@ -78,25 +78,25 @@ def test_kubectl_handler_runs_inside_the_vpc_so_a_private_endpoint_stays_reachab
 
 
 @pytest.mark.parametrize("addon", [a.name for a in CORE_ADDONS])
-def test_core_addon_is_pinned_and_overwrites_self_managed_copies(dev: dict[str, Any], addon: str) -> None:
-    Template.from_json(dev).has_resource_properties("AWS::EKS::Addon", {
+def test_core_addon_is_pinned_and_overwrites_self_managed_copies(dev_platform: dict[str, Any], addon: str) -> None:
+    Template.from_json(dev_platform).has_resource_properties("AWS::EKS::Addon", {
         "AddonName": addon,
         "AddonVersion": next(a for a in CORE_ADDONS if a.name == addon).version_for("1.35"),
         "ResolveConflicts": "OVERWRITE",
     })
 
 
-def test_coredns_waits_for_the_cni(dev: dict[str, Any]) -> None:
-    addons = {v["Properties"]["AddonName"]: (k, v) for k, v in dev["Resources"].items() if v["Type"] == "AWS::EKS::Addon"}
+def test_coredns_waits_for_the_cni(dev_platform: dict[str, Any]) -> None:
+    addons = {v["Properties"]["AddonName"]: (k, v) for k, v in dev_platform["Resources"].items() if v["Type"] == "AWS::EKS::Addon"}
     assert addons["vpc-cni"][0] in addons["coredns"][1]["DependsOn"]
 
 
-def test_oidc_provider_exists_for_irsa(dev: dict[str, Any]) -> None:
-    Template.from_json(dev).has_resource_properties("AWS::IAM::OIDCProvider", {"ClientIdList": ["sts.amazonaws.com"]})
+def test_oidc_provider_exists_for_irsa(dev_platform: dict[str, Any]) -> None:
+    Template.from_json(dev_platform).has_resource_properties("AWS::IAM::OIDCProvider", {"ClientIdList": ["sts.amazonaws.com"]})
 
 
-def test_admin_principals_get_cluster_admin_access_entries(prod: dict[str, Any]) -> None:
-    entries = [v["Properties"] for v in prod["Resources"].values() if v["Type"] == "AWS::EKS::AccessEntry"]
+def test_admin_principals_get_cluster_admin_access_entries(prod_platform: dict[str, Any]) -> None:
+    entries = [v["Properties"] for v in prod_platform["Resources"].values() if v["Type"] == "AWS::EKS::AccessEntry"]
     principals = {e["PrincipalArn"] for e in entries if isinstance(e["PrincipalArn"], str)}
     assert principals == {"arn:aws:iam::333333333333:role/PlatformAdmin", "arn:aws:iam::333333333333:role/BreakGlass"}
     for entry in entries:
@@ -286,3 +286,80 @@ def test_bad_adoption_props_fail_before_any_resource_is_made(scratch, kwargs: di
     with pytest.raises(ConfigError, match=message):
         HyperPodEksCluster(stack, "Adopt", **props)
     assert stack.node.try_find_child("Adopt") is None
+
+
+# -- the construct API: grant_cluster_admin, connections, the kubectl layer's refusal ---------------------------------
+
+ADMIN = "arn:aws:iam::111111111111:role/PlatformAdmin"
+CONSUMER = "arn:aws:iam::111111111111:role/Consumer"
+
+
+@pytest.fixture(scope="module")
+def granted(cdk_context: dict[str, Any]) -> tuple[HyperPodEksCluster, Template, list[eks.AccessEntry]]:
+    """GIVEN a created cluster with one configured admin, cluster admin granted to a second principal and again to the
+    first, and its connections opened to a client group, in one small stack."""
+    stack = cdk.Stack(cdk.App(context=cdk_context), "Granted", env=cdk.Environment(account="111111111111",
+                                                                                    region="us-west-2"))
+    vpc = ec2.Vpc(stack, "Vpc", availability_zones=["us-west-2a", "us-west-2b"], nat_gateways=1)
+    efa = ec2.SecurityGroup(stack, "Efa", vpc=vpc)
+    cluster = HyperPodEksCluster(stack, "Eks", vpc=vpc, subnets=vpc.private_subnets, cluster_name="c", version="1.35",
+                                 security_group=efa, public_access_cidrs=["198.51.100.0/24"], admin_principals=[ADMIN])
+    entries = [cluster.grant_cluster_admin(CONSUMER), cluster.grant_cluster_admin(ADMIN)]
+    cluster.connections.allow_from(ec2.SecurityGroup(stack, "Client", vpc=vpc), ec2.Port.tcp(443), "API clients")
+    return cluster, Template.from_stack(stack), entries
+
+
+def test_grant_cluster_admin_makes_the_entry_admin_principals_make(granted) -> None:
+    cluster, template, (consumer, admin_again) = granted
+    # THEN each principal has one cluster-admin entry with the same policy, named as admin_principals names them
+    entries = template.find_resources("AWS::EKS::AccessEntry", {"Properties": {"PrincipalArn": Match.any_value()}})
+    by_principal = {r["Properties"]["PrincipalArn"]: (k, r["Properties"]["AccessPolicies"]) for k, r in entries.items()
+                    if isinstance(r["Properties"]["PrincipalArn"], str)}
+    assert set(by_principal) == {ADMIN, CONSUMER}
+    assert by_principal[ADMIN][1] == by_principal[CONSUMER][1]
+    assert [p["PolicyArn"]["Fn::Join"][1][-1] for p in by_principal[CONSUMER][1]] == [
+        ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"]
+    assert by_principal[CONSUMER][0].startswith("Eks" + principal_id(CONSUMER))
+    # AND granting a principal again returns its first entry instead of a second one (EKS allows one per principal)
+    assert admin_again is cluster.admin_entries[ADMIN] and consumer is cluster.admin_entries[CONSUMER]
+
+
+def test_bad_cluster_admin_principal_is_one_line(granted) -> None:
+    cluster, _, _ = granted
+    with pytest.raises(ConfigError) as raised:
+        cluster.grant_cluster_admin("PlatformAdmin")
+    (line,) = str(raised.value).splitlines()
+    assert line.startswith("HyperPodEksCluster.grant_cluster_admin.principal_arn: 'PlatformAdmin': must be an IAM role or user ARN")
+
+
+def test_connections_open_the_cluster_security_group_not_the_efa_group(granted) -> None:
+    cluster, template, _ = granted
+    group, client = Capture(), Capture()
+    # THEN the rule is on the EKS-made cluster security group, on 443, from the client's group
+    template.has_resource_properties("AWS::EC2::SecurityGroupIngress", {
+        "GroupId": {"Fn::GetAtt": [group, "ClusterSecurityGroupId"]},
+        "SourceSecurityGroupId": {"Fn::GetAtt": [client, "GroupId"]}, "FromPort": 443, "ToPort": 443})
+    assert template.to_json()["Resources"][group.as_string()]["Type"] == "AWS::EKS::Cluster"
+    assert client.as_string().startswith("Client")
+    # AND aws_eks_v2's own connections would also have opened the EFA group given as security_group; these do not
+    assert len(cluster.connections.security_groups) == 1
+    template.resource_properties_count_is("AWS::EC2::SecurityGroupIngress", {
+        "GroupId": {"Fn::GetAtt": [Match.string_like_regexp("^Efa"), "GroupId"]}}, 0)
+
+
+def test_a_missing_kubectl_layer_names_the_prop_given(scratch, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hyperpod_dpd.catalogue.versions import KUBECTL_LAYERS
+
+    # GIVEN props built in Python (no configuration) for an adopted 1.34 cluster, and a Python that cannot import the
+    # 1.34 layer (None in sys.modules blocks the import, as a missing package does)
+    monkeypatch.setitem(__import__("sys").modules, KUBECTL_LAYERS["1.34"][0], None)
+    stack, vpc, sg = scratch
+    with pytest.raises(ConfigError) as raised:
+        HyperPodEksCluster(stack, "NoLayer", vpc=vpc, subnets=vpc.private_subnets, cluster_name="shared",
+                           version="1.34", security_group=sg, existing=ExistingEksCluster(**EXISTING))
+    # THEN the one line names the construct's prop, existing.version, and what to install
+    (line,) = str(raised.value).splitlines()
+    assert line.startswith("HyperPodEksCluster.existing.version: '1.34': needs the kubectl layer package "
+                           "aws-cdk.lambda-layer-kubectl-v34"), line
+    # AND nothing joined the tree
+    assert stack.node.try_find_child("NoLayer") is None
