@@ -1,6 +1,6 @@
 # hyperpod-dpd: two commands on a fresh machine.
 #   make synth   set up, then synthesize every environment offline into cdk.out/ (and dist/k8s/, dist/grafana/)
-#   make test    set up, then run the whole suite
+#   make test    set up, then run the whole suite (make test-fast: the pure-Python tests only, under a minute)
 # Everything installs into the checkout (.venv/, node_modules/); nothing global.
 
 SHELL := /bin/bash
@@ -19,7 +19,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup setup-checkov setup-system lock synth test checkov lint typecheck bench imports offerings stateful-manifest clean
+.PHONY: setup setup-checkov setup-system lock synth test test-fast checkov lint typecheck bench imports offerings stateful-manifest clean
 
 setup: $(STAMP_PY) $(STAMP_NODE)
 
@@ -124,6 +124,12 @@ test: setup setup-checkov setup-system
 	$(PY) -m pytest -n 2 --dist loadfile --durations=15; tests=$$?; \
 	if wait $$typecheck; then tail -1 .cache/typecheck.log; else cat .cache/typecheck.log; exit 1; fi; exit $$tests
 
+# The inner loop: the pure-Python tests only (no jsii, CDK or cdk8s synthesis, no subprocess, no fresh venv; the
+# suite marks every other test 'slow' by what it runs: tests/conftest.py), 20 examples per property test, no ruff and no
+# type check. make test runs everything.
+test-fast: setup
+	HYPOTHESIS_PROFILE=fast HPDPD_HYPOTHESIS_EXAMPLES=20 $(PY) -m pytest -n 2 -m "not slow" -q --durations=10
+
 checkov: synth setup-checkov
 	BC_SKIP_MAPPING=TRUE $(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -d cdk.out -d $(or $(GITOPS_OUT),dist/k8s) --output cli
 
@@ -135,9 +141,14 @@ MYPY = $(PY) -m mypy --cache-dir .cache/mypy -p hyperpod_dpd
 typecheck: setup
 	$(MYPY)
 
+# The import graph the structure test checks, as a drawing: .cache/structure.dot.
+structure: setup
+	$(PY) tests/test_structure.py
+
 bench: setup
 	bash bench/synth.sh
 	$(PY) bench/calibration.py
+	$(PY) bench/plan_sweep.py
 
 # Record the logical ids of every environment's stateful resources (after a deliberate, reviewed change).
 stateful-manifest: setup

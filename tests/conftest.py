@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import os
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,9 @@ os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 # HYPOTHESIS_PROFILE=explore searches afresh, e.g. with HPDPD_HYPOTHESIS_EXAMPLES=10000.
 hypothesis_settings.register_profile("repeatable", derandomize=True, deadline=None, print_blob=True)
 hypothesis_settings.register_profile("explore", derandomize=False, deadline=None, print_blob=True)
+# make test-fast: the same repeatable examples, fewer of them (20 per property test, HPDPD_HYPOTHESIS_EXAMPLES for those
+# that set their own count: tests/examples.py).
+hypothesis_settings.register_profile("fast", parent=hypothesis_settings.get_profile("repeatable"), max_examples=20)
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
@@ -77,3 +82,104 @@ def write_config(tmp_path: Path, base_configs: dict[str, dict[str, Any]]) -> Cal
         return config_dir
 
     return write
+
+
+# ---- the fast inner loop: `make test-fast` runs -m "not slow" ----------------------------------------------------------
+# A test is slow when what it runs reaches the CDK, cdk8s or a subprocess: jsii starts Node and a synthesis takes
+# seconds; a subprocess (a synthesis as make runs it, checkov, promtool, kustomize, a fresh venv) takes more. What a
+# test runs is read from the code, not from a list that goes stale: the test function, every fixture it requests
+# (pytest resolves the closure) and the suite's helpers they call, down to the global names their code reads and the
+# modules it imports. A test marked @pytest.mark.slow by hand stays slow.
+CDK_PREFIXES = ("aws_cdk", "cdk8s", "constructs", "jsii", "hyperpod_dpd.infra", "hyperpod_dpd.k8s", "hyperpod_dpd.stacks")
+SLOW_PREFIXES = (*CDK_PREFIXES, "subprocess")
+SUITE_DIRS = tuple(Path(__file__).resolve().parents[1] / d for d in ("tests", "scripts", "bench"))
+_REACHES_SLOW: dict[int, bool] = {}
+
+
+def _slow_name(name: str, prefixes: tuple[str, ...] = SLOW_PREFIXES) -> bool:
+    return any(name == prefix or name.startswith(f"{prefix}.") for prefix in prefixes)
+
+
+def _names(code: types.CodeType) -> Iterator[str]:
+    """The global names and imported modules a code object reads, nested functions and comprehensions included."""
+    yield from code.co_names
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            yield from _names(constant)
+
+
+def _in_suite(obj: Any) -> bool:
+    """Whether an object is the suite's own (or a script or benchmark a test runs), whose code is read in turn."""
+    try:
+        source = inspect.getsourcefile(obj)
+    except TypeError:
+        return False
+    return source is not None and any(Path(source).resolve().is_relative_to(d) for d in SUITE_DIRS)
+
+
+def _members(obj: Any) -> list[Any]:
+    """What a module or class of the suite holds: functions (methods and properties unwrapped), classes, values."""
+    found = []
+    for value in vars(obj).values():
+        value = getattr(value, "__func__", value)  # staticmethod, classmethod
+        found += [value.fget] if isinstance(value, property) and value.fget else [value]
+    return found
+
+
+def _reaches_slow(obj: Any) -> bool:
+    """Whether a function, class or module of the suite reaches the CDK, cdk8s or a subprocess (each object is
+    examined once; one already under examination counts as not slow, which ends cycles)."""
+    key = id(obj)
+    if key not in _REACHES_SLOW:
+        _REACHES_SLOW[key] = False
+        if isinstance(obj, (types.ModuleType, type)):
+            slow = any(_value_is_slow(v) for v in _members(obj) if v is not obj)
+        else:
+            code, known = getattr(obj, "__code__", None), getattr(obj, "__globals__", {})
+            names = set(_names(code)) if code is not None else set()
+            slow = any(_slow_name(name) or (name in known and _value_is_slow(known[name], names)) for name in names)
+        _REACHES_SLOW[key] = slow
+    return _REACHES_SLOW[key]
+
+
+def _value_is_slow(value: Any, read: set[str] | None = None) -> bool:
+    """Whether a value a function reads is slow; of a module of the suite, only the members the function's code names
+    (``read``: ``cluster.seed(...)`` reads ``seed``, not the module's other helpers)."""
+    if isinstance(value, types.ModuleType):
+        if _slow_name(value.__name__):
+            return True
+        if not _in_suite(value):
+            return False
+        if read is None:
+            return _reaches_slow(value)
+        return any(_value_is_slow(vars(value)[name]) for name in read & set(vars(value)) if vars(value)[name] is not value)
+    module = getattr(value, "__module__", None)
+    if isinstance(module, str) and _slow_name(module):
+        return True  # a class or function of the CDK, cdk8s or the toolkit's CDK packages
+    if isinstance(value, (types.FunctionType, type)) and _in_suite(value):
+        return _reaches_slow(value)
+    return False
+
+
+def _imports_slow(module: types.ModuleType | None) -> bool:
+    """A test module that imports the CDK, cdk8s or the toolkit's CDK packages at its top."""
+    return module is not None and any(
+        _slow_name(v.__name__ if isinstance(v, types.ModuleType) else str(getattr(v, "__module__", "")), CDK_PREFIXES)
+        for v in vars(module).values())
+
+
+def _is_slow(item: pytest.Item) -> bool:
+    if item.get_closest_marker("slow") or _imports_slow(getattr(item, "module", None)):
+        return True
+    function = getattr(getattr(item, "function", None), "__func__", getattr(item, "function", None))
+    if function is not None and _reaches_slow(function):
+        return True
+    fixtureinfo = getattr(item, "_fixtureinfo", None)
+    definitions = fixtureinfo.name2fixturedefs.values() if fixtureinfo else ()
+    return any(_in_suite(d.func) and _reaches_slow(d.func) for defs in definitions for d in defs)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_slow(item):
+            item.add_marker(pytest.mark.slow)

@@ -162,12 +162,6 @@ def _range_problems(inner: list[tuple[str, str, int]], position: int) -> list[st
     return [f"range or subquery at {position} must be a duration such as [5m]"]
 
 
-def check_promql(expr: str) -> None:
-    problems = promql_problems(expr)
-    if problems:
-        raise MonitoringError(f"PromQL {expr!r}", problems)
-
-
 def check_rule_file(document: Any) -> None:
     """A Prometheus rule file (as a parsed YAML document): its schema, unique names, and every expression."""
     problems = _schema_problems(RULE_FILE_SCHEMA, document)

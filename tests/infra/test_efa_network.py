@@ -18,19 +18,19 @@ def _ref_id(value: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def dev(synthesized) -> dict[str, Any]:
+def dev_network(synthesized) -> dict[str, Any]:
     return synthesized.template("dev", "network")
 
 
-def test_vpc_has_the_configured_cidr_and_a_secondary_block_for_gpu_pods(dev: dict[str, Any]) -> None:
-    vpc = Template.from_json(dev)
+def test_vpc_has_the_configured_cidr_and_a_secondary_block_for_gpu_pods(dev_network: dict[str, Any]) -> None:
+    vpc = Template.from_json(dev_network)
     vpc.has_resource_properties("AWS::EC2::VPC", {"CidrBlock": "10.192.0.0/16", "EnableDnsHostnames": True})
     vpc.has_resource_properties("AWS::EC2::VPCCidrBlock", {"CidrBlock": "10.1.0.0/16"})
 
 
-def test_gpu_subnet_is_private_large_and_in_the_gpu_az(dev: dict[str, Any]) -> None:
+def test_gpu_subnet_is_private_large_and_in_the_gpu_az(dev_network: dict[str, Any]) -> None:
     # GIVEN the dev network (GPU AZ us-west-2a, GPU CIDR 10.1.0.0/16)
-    subnets = {k: v for k, v in dev["Resources"].items() if v["Type"] == "AWS::EC2::Subnet"}
+    subnets = {k: v for k, v in dev_network["Resources"].items() if v["Type"] == "AWS::EC2::Subnet"}
     gpu = [v["Properties"] for v in subnets.values() if v["Properties"]["CidrBlock"] == "10.1.0.0/16"]
     # THEN exactly one subnet carries the whole secondary block, in the GPU AZ, with no public IPs
     assert len(gpu) == 1
@@ -38,11 +38,11 @@ def test_gpu_subnet_is_private_large_and_in_the_gpu_az(dev: dict[str, Any]) -> N
     assert gpu[0]["MapPublicIpOnLaunch"] is False
     assert {"Key": "kubernetes.io/role/internal-elb", "Value": "1"} in gpu[0]["Tags"]
     gpu_id = next(k for k, v in subnets.items() if v["Properties"]["CidrBlock"] == "10.1.0.0/16")
-    assert any(d.startswith("NetworkGpuCidrBlock") for d in dev["Resources"][gpu_id].get("DependsOn", []))
+    assert any(d.startswith("NetworkGpuCidrBlock") for d in dev_network["Resources"][gpu_id].get("DependsOn", []))
 
 
-def test_gpu_subnet_routes_to_the_nat_gateway_in_its_own_az(dev: dict[str, Any]) -> None:
-    resources = dev["Resources"]
+def test_gpu_subnet_routes_to_the_nat_gateway_in_its_own_az(dev_network: dict[str, Any]) -> None:
+    resources = dev_network["Resources"]
     routes = [v["Properties"] for k, v in resources.items()
               if v["Type"] == "AWS::EC2::Route" and k.startswith("NetworkGpuSubnet")]
     assert len(routes) == 1 and routes[0]["DestinationCidrBlock"] == "0.0.0.0/0"
@@ -51,8 +51,8 @@ def test_gpu_subnet_routes_to_the_nat_gateway_in_its_own_az(dev: dict[str, Any])
     assert nat_subnet["Properties"]["AvailabilityZone"] == "us-west-2a"
 
 
-def test_subnets_are_tagged_for_load_balancers(dev: dict[str, Any]) -> None:
-    template = Template.from_json(dev)
+def test_subnets_are_tagged_for_load_balancers(dev_network: dict[str, Any]) -> None:
+    template = Template.from_json(dev_network)
     public = template.find_resources("AWS::EC2::Subnet", {"Properties": {"MapPublicIpOnLaunch": False, "Tags": Match.array_with(
         [{"Key": "aws-cdk:subnet-type", "Value": "Public"}])}})
     assert len(public) == 2
@@ -66,8 +66,8 @@ def test_subnets_are_tagged_for_load_balancers(dev: dict[str, Any]) -> None:
         assert {"Key": "kubernetes.io/role/internal-elb", "Value": "1"} in subnet["Properties"]["Tags"]
 
 
-def test_s3_gateway_endpoint_serves_the_gpu_subnet_too(dev: dict[str, Any]) -> None:
-    endpoints = [v["Properties"] for v in dev["Resources"].values() if v["Type"] == "AWS::EC2::VPCEndpoint"]
+def test_s3_gateway_endpoint_serves_the_gpu_subnet_too(dev_network: dict[str, Any]) -> None:
+    endpoints = [v["Properties"] for v in dev_network["Resources"].values() if v["Type"] == "AWS::EC2::VPCEndpoint"]
     assert len(endpoints) == 1
     assert endpoints[0]["VpcEndpointType"] == "Gateway"
     tables = {_ref_id(t) for t in endpoints[0]["RouteTableIds"]}
@@ -75,8 +75,8 @@ def test_s3_gateway_endpoint_serves_the_gpu_subnet_too(dev: dict[str, Any]) -> N
     assert len(tables) == 3  # two EKS private subnets + the GPU subnet
 
 
-def test_efa_security_group_admits_only_itself_and_egresses_to_itself_and_anywhere(dev: dict[str, Any]) -> None:
-    resources = dev["Resources"]
+def test_efa_security_group_admits_only_itself_and_egresses_to_itself_and_anywhere(dev_network: dict[str, Any]) -> None:
+    resources = dev_network["Resources"]
     group_id = next(k for k, v in resources.items() if v["Type"] == "AWS::EC2::SecurityGroup" and k.startswith("NetworkEfaSecurityGroup"))
     group = resources[group_id]["Properties"]
     # THEN no inline ingress from any CIDR, egress to anywhere
@@ -90,8 +90,8 @@ def test_efa_security_group_admits_only_itself_and_egresses_to_itself_and_anywhe
     assert [(_ref_id(e["GroupId"]), _ref_id(e["DestinationSecurityGroupId"]), e["IpProtocol"]) for e in egress] == [(group_id, group_id, "-1")]
 
 
-def test_flow_logs_capture_all_traffic(dev: dict[str, Any]) -> None:
-    Template.from_json(dev).has_resource_properties("AWS::EC2::FlowLog", {"TrafficType": "ALL", "ResourceType": "VPC"})
+def test_flow_logs_capture_all_traffic(dev_network: dict[str, Any]) -> None:
+    Template.from_json(dev_network).has_resource_properties("AWS::EC2::FlowLog", {"TrafficType": "ALL", "ResourceType": "VPC"})
 
 
 def test_nat_gateway_count_follows_the_config(synthesized) -> None:

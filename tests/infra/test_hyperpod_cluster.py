@@ -11,8 +11,9 @@ import jsonschema
 import pytest
 import yaml
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk.assertions import Template
+from aws_cdk.assertions import Capture, Match, Template
 
+from hyperpod_dpd.catalogue.versions import CORE_ADDONS
 from hyperpod_dpd.config import InstanceGroup
 from hyperpod_dpd.config.hyperpod import ClusterAutoScaling
 from hyperpod_dpd.errors import ConfigError
@@ -23,9 +24,11 @@ from hyperpod_dpd.infra.guardrails.templates import StageTemplates
 from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
 from hyperpod_dpd.k8s.validation import unknown_fields
 
+CORE_ADDON_NAMES = [a.name for a in CORE_ADDONS]
+
 
 @pytest.fixture(scope="module")
-def dev(synthesized) -> tuple[str, dict[str, Any], dict[str, Any]]:
+def dev_cluster(synthesized) -> tuple[str, dict[str, Any], dict[str, Any]]:
     template = synthesized.template("dev", "platform")
     logical_id, cluster = synthesized.only("dev", "platform", "AWS::SageMaker::Cluster")
     return logical_id, cluster, template
@@ -35,8 +38,8 @@ def _groups(cluster: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
 
 
-def test_one_instance_group_per_configured_group(dev) -> None:
-    _, cluster, _ = dev
+def test_one_instance_group_per_configured_group(dev_cluster) -> None:
+    _, cluster, _ = dev_cluster
     groups = _groups(cluster)
     assert list(groups) == ["system", "prefill", "decode"]
     assert {n: (g["InstanceType"], g["InstanceCount"]) for n, g in groups.items()} == {
@@ -44,14 +47,14 @@ def test_one_instance_group_per_configured_group(dev) -> None:
     assert groups["prefill"]["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}]
 
 
-def test_nodes_carry_role_labels_for_endpoint_node_selectors(dev) -> None:
-    _, cluster, _ = dev
+def test_nodes_carry_role_labels_for_endpoint_node_selectors(dev_cluster) -> None:
+    _, cluster, _ = dev_cluster
     for name, group in _groups(cluster).items():
         assert group["KubernetesConfig"]["Labels"] == {"hyperpod-dpd/role": name, "hyperpod-dpd/instance-group": name}
 
 
-def test_deep_health_checks_run_on_gpu_groups_only_and_recovery_is_automatic(dev) -> None:
-    _, cluster, _ = dev
+def test_deep_health_checks_run_on_gpu_groups_only_and_recovery_is_automatic(dev_cluster) -> None:
+    _, cluster, _ = dev_cluster
     groups = _groups(cluster)
     assert groups["prefill"]["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
     assert groups["decode"]["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
@@ -60,8 +63,8 @@ def test_deep_health_checks_run_on_gpu_groups_only_and_recovery_is_automatic(dev
     assert cluster["Properties"]["NodeProvisioningMode"] == "Continuous"
 
 
-def test_cluster_is_orchestrated_by_the_eks_cluster_in_the_gpu_subnet_with_the_efa_group(dev) -> None:
-    _, cluster, template = dev
+def test_cluster_is_orchestrated_by_the_eks_cluster_in_the_gpu_subnet_with_the_efa_group(dev_cluster) -> None:
+    _, cluster, template = dev_cluster
     props = cluster["Properties"]
     eks_id = next(k for k, v in template["Resources"].items() if v["Type"] == "AWS::EKS::Cluster")
     assert props["Orchestrator"] == {"Eks": {"ClusterArn": {"Fn::GetAtt": [eks_id, "Arn"]}}}
@@ -72,25 +75,38 @@ def test_cluster_is_orchestrated_by_the_eks_cluster_in_the_gpu_subnet_with_the_e
     assert cluster_sg == {"Fn::GetAtt": [eks_id, "ClusterSecurityGroupId"]}
 
 
-def test_cluster_is_created_after_the_dependencies_chart_and_core_addons(dev) -> None:
-    _, cluster, template = dev
-    chart_id = next(k for k, v in template["Resources"].items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart")
-    addon_ids = {k for k, v in template["Resources"].items() if v["Type"] == "AWS::EKS::Addon" and k.startswith("EksAddon")}
+def test_cluster_is_created_after_the_dependencies_chart_and_core_addons(dev_cluster) -> None:
+    _, cluster, template = dev_cluster
+    t = Template.from_json(template)
+    (chart_id,) = t.find_resources("Custom::AWSCDK-EKS-HelmChart")
+    # the core add-ons of the catalogue, by the name EKS knows them by (every one of them is in the stack)
+    addon_ids = {k for name in CORE_ADDON_NAMES for k in t.find_resources("AWS::EKS::Addon", {"Properties": {
+        "AddonName": name}})}
+    assert len(addon_ids) == len(CORE_ADDON_NAMES)
     assert chart_id in cluster["DependsOn"]
     assert addon_ids <= set(cluster["DependsOn"])
 
 
-def test_lifecycle_scripts_are_read_without_wildcard_actions(dev) -> None:
-    _, _, template = dev
-    node_policy = next(v for k, v in template["Resources"].items() if k.startswith("HyperPodNodePolicy"))
-    statements = {s["Sid"]: s for s in node_policy["Properties"]["PolicyDocument"]["Statement"]}
-    assert statements["ReadLifecycleScripts"]["Action"] == "s3:GetObject"
-    assert statements["ListLifecycleScripts"]["Action"] == "s3:ListBucket"
-    assert statements["ReadLifecycleScripts"]["Resource"]["Fn::Join"][1][-1] == "/lifecycle/*"
+def _node_policy_statements(template: Template) -> dict[str, dict[str, Any]]:
+    """The statements of the nodes' policy (the one policy that reads the lifecycle scripts), by Sid."""
+    (policy,) = template.find_resources("AWS::IAM::Policy", {"Properties": {"PolicyDocument": {
+        "Statement": Match.array_with([Match.object_like({"Sid": "ReadLifecycleScripts"})])}}}).values()
+    return {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
 
 
-def test_lifecycle_script_comes_from_an_encrypted_tls_only_sagemaker_bucket(dev) -> None:
-    _, cluster, template = dev
+def test_lifecycle_scripts_are_read_without_wildcard_actions(dev_cluster) -> None:
+    _, _, template = dev_cluster
+    # GIVEN dev's platform WHEN it synthesizes THEN the nodes read objects under lifecycle/ and list the bucket only
+    read = Capture()
+    # (arrayWith keeps the order of the statements: the policy lists the bucket, then reads under lifecycle/)
+    Template.from_json(template).has_resource_properties("AWS::IAM::Policy", {"PolicyDocument": {"Statement": Match.array_with([
+        Match.object_like({"Sid": "ListLifecycleScripts", "Action": "s3:ListBucket"}),
+        Match.object_like({"Sid": "ReadLifecycleScripts", "Action": "s3:GetObject", "Resource": {"Fn::Join": ["", read]}})])}})
+    assert read.as_array()[-1] == "/lifecycle/*"
+
+
+def test_lifecycle_script_comes_from_an_encrypted_tls_only_sagemaker_bucket(dev_cluster) -> None:
+    _, cluster, template = dev_cluster
     uri = _groups(cluster)["prefill"]["LifeCycleConfig"]
     assert uri == {"SourceS3Uri": "s3://sagemaker-hpdpd-dev-111111111111-us-west-2/lifecycle/", "OnCreate": "on_create.sh"}
     t = Template.from_json(template)
@@ -101,22 +117,38 @@ def test_lifecycle_script_comes_from_an_encrypted_tls_only_sagemaker_bucket(dev)
                                            "RestrictPublicBuckets": True},
         "VersioningConfiguration": {"Status": "Enabled"},
         "LoggingConfiguration": {"LogFilePrefix": "s3-access-logs/LifecycleBucket/"}})
-    for policy in t.find_resources("AWS::S3::BucketPolicy").values():
+    (bucket_id,) = t.find_resources("AWS::S3::Bucket", {"Properties": {
+        "BucketName": "sagemaker-hpdpd-dev-111111111111-us-west-2"}})
+    # AND the lifecycle bucket's policy, like every bucket policy of the stack, refuses requests without TLS
+    t.has_resource_properties("AWS::S3::BucketPolicy", {"Bucket": {"Ref": bucket_id}, "PolicyDocument": {
+        "Statement": Match.array_with([Match.object_like({"Effect": "Deny",
+                                                          "Condition": {"Bool": {"aws:SecureTransport": "false"}}})])}})
+    policies = t.find_resources("AWS::S3::BucketPolicy")
+    assert policies  # the loop below checks something
+    for policy in policies.values():
         deny = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
         assert deny and deny[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
 
-def test_execution_role_is_least_privilege_and_partition_aware(dev) -> None:
-    _, _, template = dev
-    resources = template["Resources"]
-    role_id = next(k for k in resources if k.startswith("HyperPodExecutionRole") and resources[k]["Type"] == "AWS::IAM::Role")
-    role = resources[role_id]["Properties"]
-    assert role["AssumeRolePolicyDocument"]["Statement"] == [
-        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}]
-    assert role["ManagedPolicyArns"] == [{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"},
-                                                             ":iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"]]}]
-    node_policy = next(v for k, v in resources.items() if k.startswith("HyperPodNodePolicy"))
-    statements = {s["Sid"]: s for s in node_policy["Properties"]["PolicyDocument"]["Statement"]}
+def test_execution_role_is_least_privilege_and_partition_aware(dev_cluster) -> None:
+    _, _, template = dev_cluster
+    t = Template.from_json(template)
+    # GIVEN the role the prefill group of dev's cluster runs as
+    role = Capture()
+    t.has_resource_properties("AWS::SageMaker::Cluster", {"InstanceGroups": Match.array_with([Match.object_like({
+        "InstanceGroupName": "prefill", "ExecutionRole": {"Fn::GetAtt": [role, "Arn"]}})])})
+    # THEN only SageMaker assumes it, with the managed instance policy from the template's partition
+    trusted = t.find_resources("AWS::IAM::Role", {"Properties": {
+        "AssumeRolePolicyDocument": {"Statement": [
+            {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}]},
+        "ManagedPolicyArns": [{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"},
+                                                 ":iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"]]}]}})
+    assert role.as_string() in trusted
+    # AND the nodes' own policy is attached to that role and grants no wildcard action
+    t.has_resource_properties("AWS::IAM::Policy", {"Roles": Match.array_with([{"Ref": role.as_string()}]),
+                                                   "PolicyDocument": {"Statement": Match.array_with([
+                                                       Match.object_like({"Sid": "ReadLifecycleScripts"})])}})
+    statements = _node_policy_statements(t)
     text = json.dumps(statements)
     assert '"arn:aws:' not in text  # partition comes from AWS::Partition
     for statement in statements.values():
@@ -126,11 +158,20 @@ def test_execution_role_is_least_privilege_and_partition_aware(dev) -> None:
     assert "network-interface/*" in eni_resources and '"*"' not in eni_resources
 
 
+def _lifecycle_bucket(template: dict[str, Any]) -> dict[str, Any]:
+    """The bucket the cluster's instance groups read their lifecycle scripts from (by the name in their S3 URI)."""
+    t = Template.from_json(template)
+    uri = Capture()
+    t.has_resource_properties("AWS::SageMaker::Cluster", {"InstanceGroups": Match.array_with([Match.object_like({
+        "LifeCycleConfig": {"SourceS3Uri": uri, "OnCreate": Match.any_value()}})])})
+    (bucket,) = t.find_resources("AWS::S3::Bucket", {"Properties": {
+        "BucketName": uri.as_string().removeprefix("s3://").split("/", 1)[0]}}).values()
+    return bucket
+
+
 def test_prod_retains_the_lifecycle_bucket_and_dev_cleans_it_up(synthesized) -> None:
-    (prod_bucket,) = [v for k, v in synthesized.resources("prod", "platform", "AWS::S3::Bucket").items()
-                      if k.startswith("HyperPodLifecycleBucket")]
-    (dev_bucket,) = [v for k, v in synthesized.resources("dev", "platform", "AWS::S3::Bucket").items()
-                     if k.startswith("HyperPodLifecycleBucket")]
+    prod_bucket = _lifecycle_bucket(synthesized.template("prod", "platform"))
+    dev_bucket = _lifecycle_bucket(synthesized.template("dev", "platform"))
     assert (prod_bucket["DeletionPolicy"], prod_bucket["UpdateReplacePolicy"]) == ("Retain", "Retain")
     assert dev_bucket["DeletionPolicy"] == "Delete"
     assert synthesized.resources("dev", "platform", "Custom::S3AutoDeleteObjects")
@@ -299,26 +340,35 @@ def _karpenter(template: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any],
     return found
 
 
+def _cluster_role_policy(t: Template) -> tuple[str, dict[str, Any]]:
+    """The policy attached to the role the cluster names as its ClusterRole: (logical id, resource)."""
+    role = Capture()
+    t.has_resource_properties("AWS::SageMaker::Cluster", {"ClusterRole": {"Fn::GetAtt": [role, "Arn"]}})
+    ((policy_id, policy),) = t.find_resources("AWS::IAM::Policy", {"Properties": {
+        "Roles": [{"Ref": role.as_string()}]}}).items()
+    return policy_id, policy
+
+
 def test_autoscaling_is_karpenter_enabled_with_its_own_cluster_role(scaled) -> None:
     _, template = scaled
+    t = Template.from_json(template)
     # WHEN it is synthesized (the guardrails and CloudFormation's schema validation pass)
-    _, cluster = _resource(template, "AWS::SageMaker::Cluster")
-    props = cluster["Properties"]
     # THEN the cluster carries AutoScaling (Karpenter, Enable) with continuous provisioning and automatic recovery
-    assert props["AutoScaling"] == {"Mode": "Enable", "AutoScalerType": "Karpenter"}
-    assert (props["NodeProvisioningMode"], props["NodeRecovery"]) == ("Continuous", "Automatic")
-    # AND its ClusterRole is a role only HyperPod can assume, referenced by the cluster and its policy attached first
-    role_id, role = _resource(template, "AWS::IAM::Role", "HyperPodClusterRole")
-    assert props["ClusterRole"] == {"Fn::GetAtt": [role_id, "Arn"]}
-    (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
-    assert trust["Principal"] == {"Service": "hyperpod.sagemaker.amazonaws.com"} and trust["Action"] == "sts:AssumeRole"
-    policy_id, _ = _resource(template, "AWS::IAM::Policy", "HyperPodClusterPolicy")
-    assert policy_id in cluster["DependsOn"]
+    role = Capture()
+    t.has_resource_properties("AWS::SageMaker::Cluster", {
+        "AutoScaling": {"Mode": "Enable", "AutoScalerType": "Karpenter"}, "NodeProvisioningMode": "Continuous",
+        "NodeRecovery": "Automatic", "ClusterRole": {"Fn::GetAtt": [role, "Arn"]}})
+    # AND its ClusterRole is a role only HyperPod can assume, its policy attached before the cluster is created
+    assert role.as_string() in t.find_resources("AWS::IAM::Role", {"Properties": {"AssumeRolePolicyDocument": {
+        "Statement": [Match.object_like({"Principal": {"Service": "hyperpod.sagemaker.amazonaws.com"},
+                                         "Action": "sts:AssumeRole"})]}}})
+    policy_id, _ = _cluster_role_policy(t)
+    t.has_resource("AWS::SageMaker::Cluster", {"DependsOn": Match.array_with([policy_id])})
 
 
 def test_the_cluster_role_may_only_add_and_remove_nodes_here(scaled) -> None:
     _, template = scaled
-    _, policy = _resource(template, "AWS::IAM::Policy", "HyperPodClusterPolicy")
+    _, policy = _cluster_role_policy(Template.from_json(template))
     statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
     # THEN the documented actions only, on clusters and keys of this account and Region, partition from the template
     nodes = statements["ScaleClusterNodes"]
@@ -391,10 +441,13 @@ def test_switching_autoscaling_off_keeps_the_cluster_role(cdk_context: dict[str,
     assert not [r for r in template["Resources"].values() if r["Type"] == "Custom::HyperPodAutoScalingReady"]
 
 
-def test_without_autoscaling_the_cluster_has_neither_autoscaling_nor_a_cluster_role(dev) -> None:
-    _, cluster, template = dev
+def test_without_autoscaling_the_cluster_has_neither_autoscaling_nor_a_cluster_role(dev_cluster) -> None:
+    _, cluster, template = dev_cluster
     assert "AutoScaling" not in cluster["Properties"] and "ClusterRole" not in cluster["Properties"]
-    assert not [k for k in template["Resources"] if k.startswith("HyperPodClusterRole")]
+    # AND no role HyperPod itself could assume exists
+    Template.from_json(template).resource_properties_count_is("AWS::IAM::Role", {"AssumeRolePolicyDocument": {
+        "Statement": Match.array_with([Match.object_like({
+            "Principal": {"Service": "hyperpod.sagemaker.amazonaws.com"}})])}}, 0)
 
 
 @pytest.mark.parametrize(("groups", "autoscaling", "message"), [

@@ -30,7 +30,7 @@ def _joined(value: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def dev(synthesized) -> dict[str, dict[str, Any]]:
+def dev_platform_resources(synthesized) -> dict[str, dict[str, Any]]:
     return synthesized.template("dev", "platform")["Resources"]
 
 
@@ -55,33 +55,33 @@ def _policy_statements(resources: dict[str, dict[str, Any]], role_id: str) -> li
             and {"Ref": role_id} in v["Properties"]["Roles"] for s in v["Properties"]["PolicyDocument"]["Statement"]]
 
 
-def test_inference_addon_is_the_catalogue_version_of_the_configured_operator(dev) -> None:
-    _, addon = _addons(dev)["amazon-sagemaker-hyperpod-inference"]
+def test_inference_addon_is_the_catalogue_version_of_the_configured_operator(dev_platform_resources) -> None:
+    _, addon = _addons(dev_platform_resources)["amazon-sagemaker-hyperpod-inference"]
     assert addon["Properties"]["AddonVersion"] == OPERATOR_RELEASES["3.4"].addon_version == "v1.5.0-eksbuild.1"
     assert addon["Properties"]["ResolveConflicts"] == "OVERWRITE"
 
 
 @pytest.mark.parametrize("prerequisite", PREREQUISITE_ADDONS, ids=lambda p: p.name)
-def test_prerequisite_addon_is_installed_at_or_above_its_minimum(dev, prerequisite) -> None:
-    _, addon = _addons(dev)[prerequisite.name]
+def test_prerequisite_addon_is_installed_at_or_above_its_minimum(dev_platform_resources, prerequisite) -> None:
+    _, addon = _addons(dev_platform_resources)[prerequisite.name]
     assert addon["Properties"]["AddonVersion"] == prerequisite.pinned
     if prerequisite.service_account:
         role_id = addon["Properties"]["ServiceAccountRoleArn"]["Fn::GetAtt"][0]
-        subjects = _trust_subjects(dev, dev[role_id])
+        subjects = _trust_subjects(dev_platform_resources, dev_platform_resources[role_id])
         assert f'"<issuer>:sub":"system:serviceaccount:{prerequisite.service_account}"' in subjects["StringEquals"]
         assert '"<issuer>:aud":"sts.amazonaws.com"' in subjects["StringEquals"]
     else:
         assert "ServiceAccountRoleArn" not in addon["Properties"]
 
 
-def test_configuration_values_name_every_role_bucket_and_the_cluster(dev) -> None:
-    _, addon = _addons(dev)["amazon-sagemaker-hyperpod-inference"]
+def test_configuration_values_name_every_role_bucket_and_the_cluster(dev_platform_resources) -> None:
+    _, addon = _addons(dev_platform_resources)["amazon-sagemaker-hyperpod-inference"]
     config = json.loads(_joined(addon["Properties"]["ConfigurationValues"]))
-    execution = _role(dev, "InferenceOperatorExecutionRole")[0]
-    alb = _role(dev, "InferenceOperatorLoadBalancerControllerRole")[0]
-    keda = _role(dev, "InferenceOperatorKedaRole")[0]
-    bucket = next(k for k, v in dev.items() if v["Type"] == "AWS::S3::Bucket" and k.startswith("InferenceOperatorTlsBucket"))
-    hyperpod = next(k for k, v in dev.items() if v["Type"] == "AWS::SageMaker::Cluster")
+    execution = _role(dev_platform_resources, "InferenceOperatorExecutionRole")[0]
+    alb = _role(dev_platform_resources, "InferenceOperatorLoadBalancerControllerRole")[0]
+    keda = _role(dev_platform_resources, "InferenceOperatorKedaRole")[0]
+    bucket = next(k for k, v in dev_platform_resources.items() if v["Type"] == "AWS::S3::Bucket" and k.startswith("InferenceOperatorTlsBucket"))
+    hyperpod = next(k for k, v in dev_platform_resources.items() if v["Type"] == "AWS::SageMaker::Cluster")
     assert config == {
         "executionRoleArn": f"<{execution}.Arn>",
         "tlsCertificateS3Bucket": f"<{bucket}>",
@@ -91,20 +91,20 @@ def test_configuration_values_name_every_role_bucket_and_the_cluster(dev) -> Non
     }
 
 
-def test_order_is_prerequisites_then_hyperpod_then_inference_addon(dev) -> None:
-    addons = _addons(dev)
-    hyperpod_id, hyperpod = next((k, v) for k, v in dev.items() if v["Type"] == "AWS::SageMaker::Cluster")
+def test_order_is_prerequisites_then_hyperpod_then_inference_addon(dev_platform_resources) -> None:
+    addons = _addons(dev_platform_resources)
+    hyperpod_id, hyperpod = next((k, v) for k, v in dev_platform_resources.items() if v["Type"] == "AWS::SageMaker::Cluster")
     prerequisite_ids = {addons[p.name][0] for p in PREREQUISITE_ADDONS}
     inference_id, inference = addons["amazon-sagemaker-hyperpod-inference"]
     assert prerequisite_ids <= set(hyperpod["DependsOn"])
     assert {hyperpod_id, *prerequisite_ids} <= set(inference["DependsOn"])
     core_ids = {addons[n][0] for n in ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")}
     for prerequisite in prerequisite_ids:
-        assert core_ids <= set(dev[prerequisite]["DependsOn"])
+        assert core_ids <= set(dev_platform_resources[prerequisite]["DependsOn"])
 
 
-def test_execution_role_has_the_required_name_prefix_and_dual_trust(dev) -> None:
-    role_id, role = _role(dev, "InferenceOperatorExecutionRole")
+def test_execution_role_has_the_required_name_prefix_and_dual_trust(dev_platform_resources) -> None:
+    role_id, role = _role(dev_platform_resources, "InferenceOperatorExecutionRole")
     props = role["Properties"]
     assert props["RoleName"] == "SageMakerHyperPodInference-hpdpd-dev"
     statements = props["AssumeRolePolicyDocument"]["Statement"]
@@ -113,12 +113,12 @@ def test_execution_role_has_the_required_name_prefix_and_dual_trust(dev) -> None
     # SageMaker may assume it for this account's and Region's resources only (the operator's published trust)
     assert sagemaker["Condition"] == {"ArnLike": {"aws:SourceArn": {"Fn::Join": ["", [
         "arn:", {"Ref": "AWS::Partition"}, ":sagemaker:us-west-2:111111111111:*"]]}}}
-    subjects = _trust_subjects(dev, role)
+    subjects = _trust_subjects(dev_platform_resources, role)
     assert subjects["StringLike"] == ('{"<issuer>:sub":"system:serviceaccount:hyperpod-inference-system:'
                                       'hyperpod-inference-controller-manager"}')
     assert props["ManagedPolicyArns"] == [{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"},
                                                              ":iam::aws:policy/AmazonSageMakerHyperPodInferenceAccess"]]}]
-    inline = {s["Sid"]: s for s in _policy_statements(dev, role_id)}
+    inline = {s["Sid"]: s for s in _policy_statements(dev_platform_resources, role_id)}
     assert inline["ReadWriteTlsCertificates"]["Condition"] == {"StringEquals": {"aws:ResourceAccount": {"Ref": "AWS::AccountId"}}}
 
 
@@ -126,17 +126,17 @@ def test_execution_role_has_the_required_name_prefix_and_dual_trust(dev) -> None
     ("InferenceOperatorLoadBalancerControllerRole", "hyperpod-inference-system:aws-load-balancer-controller"),
     ("InferenceOperatorKedaRole", "hyperpod-inference-system:keda-operator"),
 ])
-def test_controller_roles_trust_exactly_their_service_account(dev, prefix: str, subject: str) -> None:
-    _, role = _role(dev, prefix)
-    assert _trust_subjects(dev, role)["StringLike"] == f'{{"<issuer>:sub":"system:serviceaccount:{subject}"}}'
+def test_controller_roles_trust_exactly_their_service_account(dev_platform_resources, prefix: str, subject: str) -> None:
+    _, role = _role(dev_platform_resources, prefix)
+    assert _trust_subjects(dev_platform_resources, role)["StringLike"] == f'{{"<issuer>:sub":"system:serviceaccount:{subject}"}}'
 
 
-def test_keda_reads_metrics_and_the_alb_controller_only_touches_what_it_tagged(dev) -> None:
-    keda = {s["Sid"]: s for s in _policy_statements(dev, _role(dev, "InferenceOperatorKedaRole")[0])}
+def test_keda_reads_metrics_and_the_alb_controller_only_touches_what_it_tagged(dev_platform_resources) -> None:
+    keda = {s["Sid"]: s for s in _policy_statements(dev_platform_resources, _role(dev_platform_resources, "InferenceOperatorKedaRole")[0])}
     assert set(keda["ReadCloudWatchMetrics"]["Action"]) == {"cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics",
                                                             "cloudwatch:ListMetrics"}
     assert "workspace/*" in json.dumps(keda["QueryPrometheus"]["Resource"])
-    alb = {s["Sid"]: s for s in _policy_statements(dev, _role(dev, "InferenceOperatorLoadBalancerControllerRole")[0])}
+    alb = {s["Sid"]: s for s in _policy_statements(dev_platform_resources, _role(dev_platform_resources, "InferenceOperatorLoadBalancerControllerRole")[0])}
     assert alb["ManageOwnLoadBalancers"]["Condition"] == {"Null": {"aws:ResourceTag/elbv2.k8s.aws/cluster": "false"}}
     assert alb["CreateTaggedLoadBalancers"]["Condition"] == {"Null": {"aws:RequestTag/elbv2.k8s.aws/cluster": "false"}}
     for statement in alb.values():
@@ -158,13 +158,13 @@ def test_every_arn_the_toolkit_writes_is_partition_aware(synthesized) -> None:
         assert set(re.findall(r'"arn:(aws[a-z-]*):', json.dumps(resources))) <= {"aws"}, env
 
 
-def test_tls_bucket_is_named_for_the_managed_policy_encrypted_and_tls_only(dev, synthesized) -> None:
-    (bucket_id,) = [k for k, v in dev.items() if v["Type"] == "AWS::S3::Bucket" and k.startswith("InferenceOperatorTlsBucket")]
-    props = dev[bucket_id]["Properties"]
+def test_tls_bucket_is_named_for_the_managed_policy_encrypted_and_tls_only(dev_platform_resources, synthesized) -> None:
+    (bucket_id,) = [k for k, v in dev_platform_resources.items() if v["Type"] == "AWS::S3::Bucket" and k.startswith("InferenceOperatorTlsBucket")]
+    props = dev_platform_resources[bucket_id]["Properties"]
     assert props["BucketName"] == "hyperpod-tls-111111111111-us-west-2"
     assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
     assert all(props["PublicAccessBlockConfiguration"].values())
-    (policy,) = [v for v in dev.values() if v["Type"] == "AWS::S3::BucketPolicy" and v["Properties"]["Bucket"] == {"Ref": bucket_id}]
+    (policy,) = [v for v in dev_platform_resources.values() if v["Type"] == "AWS::S3::BucketPolicy" and v["Properties"]["Bucket"] == {"Ref": bucket_id}]
     assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
                for s in policy["Properties"]["PolicyDocument"]["Statement"])
     prod_tls = [v for k, v in synthesized.template("prod", "platform")["Resources"].items()

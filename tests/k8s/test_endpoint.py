@@ -36,7 +36,7 @@ def defaults(synth: Callable[..., list[Manifest]], make_endpoint: Callable[..., 
 
 
 @pytest.fixture(scope="module")
-def dev(synth: Callable[..., list[Manifest]]) -> Manifest:
+def dev_iec(synth: Callable[..., list[Manifest]]) -> Manifest:
     env = load_environment("dev")
     return _iec(synth, env.endpoints[0].in_zone(env.network.gpu_availability_zone))
 
@@ -158,12 +158,12 @@ def test_default_worker_block_is_what_the_schema_requires(defaults: Manifest) ->
 
 # --- the committed dev endpoint ----------------------------------------------------------------------------------------
 
-def test_dev_endpoint_is_pinned_to_the_gpu_az_and_its_instance_groups(dev: Manifest) -> None:
-    pd = dev["spec"]["pdSpec"]
+def test_dev_endpoint_is_pinned_to_the_gpu_az_and_its_instance_groups(dev_iec: Manifest) -> None:
+    pd = dev_iec["spec"]["pdSpec"]
     assert pd["topologySpec"] == {"sameAZ": True, "availabilityZone": "us-west-2a"}
     assert pd["prefillSpec"]["nodeSelector"] == {"hyperpod-dpd/role": "prefill", "hyperpod-dpd/instance-group": "prefill"}
     assert pd["decodingSpec"]["nodeSelector"] == {"hyperpod-dpd/role": "decode", "hyperpod-dpd/instance-group": "decode"}
-    assert dev["spec"]["worker"]["args"][-4:] == ["--max-model-len", "16384", "--gpu-memory-utilization", "0.75"]
+    assert dev_iec["spec"]["worker"]["args"][-4:] == ["--max-model-len", "16384", "--gpu-memory-utilization", "0.75"]
 
 
 # --- every prop --------------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ Manifest = dict[str, Any]
 
 
 @pytest.fixture(scope="module")
-def dev() -> EnvironmentConfig:
+def dev_config() -> EnvironmentConfig:
     return load_environment("dev")
 
 
@@ -27,20 +27,20 @@ def _kinds(manifests: list[Manifest]) -> list[str]:
     return [m["kind"] for m in manifests]
 
 
-def test_by_default_an_endpoint_chart_declares_its_own_namespace(dev: EnvironmentConfig) -> None:
+def test_by_default_an_endpoint_chart_declares_its_own_namespace(dev_config: EnvironmentConfig) -> None:
     # GIVEN dev's endpoint in its own namespace
-    [chart] = add_environment_charts(cdk8s.App(), dev)
+    [chart] = add_environment_charts(cdk8s.App(), dev_config)
     # THEN its chart renders that (cluster-scoped) Namespace first, as before
     first = chart.to_json()[0]
     assert (first["kind"], first["metadata"]["name"], "namespace" in first["metadata"]) == (
         "Namespace", "llm-serving", False)
 
 
-def test_charts_can_leave_namespaces_to_namespace_charts(dev: EnvironmentConfig) -> None:
+def test_charts_can_leave_namespaces_to_namespace_charts(dev_config: EnvironmentConfig) -> None:
     # GIVEN the endpoint charts without namespaces, and the namespace charts of the same environment
     app = cdk8s.App()
-    [endpoint_chart] = add_environment_charts(app, dev, declare_namespaces=False)
-    [namespace_chart] = add_namespace_charts(app, dev)
+    [endpoint_chart] = add_environment_charts(app, dev_config, declare_namespaces=False)
+    [namespace_chart] = add_namespace_charts(app, dev_config)
     # THEN the endpoint chart holds no Namespace, and the namespace chart holds exactly that one, labelled as the
     # toolkit's, cluster-scoped
     assert "Namespace" not in _kinds(endpoint_chart.to_json())
@@ -53,9 +53,9 @@ def test_charts_can_leave_namespaces_to_namespace_charts(dev: EnvironmentConfig)
 
 
 def test_one_namespace_chart_per_namespace_python_endpoints_included(
-        dev: EnvironmentConfig, make_endpoint: Callable[..., EndpointConfig]) -> None:
+        dev_config: EnvironmentConfig, make_endpoint: Callable[..., EndpointConfig]) -> None:
     extra = [make_endpoint(name="second", namespace="team-b"), make_endpoint(name="third")]  # third: "default"
-    charts = add_namespace_charts(cdk8s.App(), dev, extra_endpoints=extra)
+    charts = add_namespace_charts(cdk8s.App(), dev_config, extra_endpoints=extra)
     assert [c.namespace_name for c in charts] == ["llm-serving", "team-b"]
 
 

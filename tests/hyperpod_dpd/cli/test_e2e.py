@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,11 @@ def moto_server() -> Iterator[str]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
+    # moto keeps one state per process: clusters another module's server created (hpdpd-dev too) would make this
+    # module's CreateCluster fail, so the module starts from moto's empty state: ThreadedMotoServer and mock_aws share
+    # one state (getmoto/moto docs/docs/server_mode.rst), which POST /moto-api/reset empties (moto 5.2.5,
+    # moto/moto_api/_internal/urls.py: "{0}/moto-api/reset": reset_response)
+    urllib.request.urlopen(urllib.request.Request(f"http://{host}:{port}/moto-api/reset", method="POST"), timeout=30)
     yield f"http://{host}:{port}"
     server.stop()
     if previous is None:

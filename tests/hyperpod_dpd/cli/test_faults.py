@@ -35,6 +35,9 @@ GROUPS = [("system", "ml.m5.2xlarge", 2), ("prefill", "ml.p5.48xlarge", 1), ("de
 # What vLLM streams for a chat completion, ending with its final event (hyperpod_dpd.ops.smoke).
 STREAM = "".join(f'data: {{"choices":[{{"delta":{{"content":"w{i}"}}}}]}}\n\n' for i in range(3)) + "data: [DONE]\n\n"
 MALFORMED = ("garbage", "truncated", "html")
+# Slow by intent, though pure Python: the matrix waits out each fault's budget (a stall, a 429 or a 500 takes all of
+# it), about two minutes of waiting in all; `make test` runs it, `make test-fast` does not.
+pytestmark = pytest.mark.slow
 
 
 @dataclass
@@ -161,8 +164,12 @@ def test_every_command_ends_in_time_with_one_line_and_never_succeeds(peers: Worl
         assert len(result.lines) <= 1, result
         assert result.lines or _reason_in(json.loads(result.out)), result
     if fault in MALFORMED:
-        # AND an answer that is not the peer's is never taken for one: exit 2, naming where it came from
-        assert result.code == 2 and proxy.url.removeprefix("http://") in result.lines[0], result
+        # AND an answer that is not the peer's is never taken for one: exit 2, naming where it came from; or, on a
+        # machine so loaded that the budget ran out before the answer arrived, the documented timeout (exit 1,
+        # still not an answer)
+        timed_out = (result.code == 1 and result.seconds >= budget and not result.lines
+                     and json.loads(result.out).get("outcome") == "timeout")
+        assert timed_out or (result.code == 2 and proxy.url.removeprefix("http://") in result.lines[0]), result
 
 
 def _reason_in(report: dict[str, Any]) -> bool:

@@ -5,7 +5,6 @@ mutations of valid configs are either accepted or rejected with the toolkit's ow
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 
 from hyperpod_dpd.config import load_environment, parse_environment
 from hyperpod_dpd.errors import ConfigError
+from tests.examples import examples
 
 Mutation = Callable[[dict[str, Any]], None]
 
@@ -365,7 +365,7 @@ def dev_data(base_configs: dict[str, Any]) -> dict[str, Any]:
     return base_configs["dev"]
 
 
-@settings(max_examples=int(os.environ.get("HPDPD_HYPOTHESIS_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_mutations_are_accepted_or_rejected_with_the_toolkits_error(dev_data: dict[str, Any], data: st.DataObject) -> None:
     config = copy.deepcopy(dev_data)

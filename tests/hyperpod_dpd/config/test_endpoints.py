@@ -16,6 +16,7 @@ from hyperpod_dpd.catalogue.operator import DEFAULT_PD_BUFFER_SIZE, DEFAULT_ROUT
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.config.endpoints import EndpointConfig, parse_endpoint
 from hyperpod_dpd.errors import ConfigError
+from tests.examples import examples
 
 Mutation = Callable[[dict[str, Any]], None]
 
@@ -374,7 +375,7 @@ def test_endpoint_model_is_frozen() -> None:
 _LABEL = st.from_regex(r"[a-z]([-a-z0-9]{0,40}[a-z0-9])?", fullmatch=True)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(name=_LABEL, namespace=_LABEL)
 def test_accepted_names_give_valid_iec_container_and_router_service_names(name: str, namespace: str) -> None:
     # WHEN an endpoint with any DNS-label name and namespace is built

@@ -9,7 +9,6 @@ allocations; the whole run takes a few seconds.
 
 from __future__ import annotations
 
-import os
 import signal
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from hypothesis import strategies as st
 
 from hyperpod_dpd.config import EnvironmentConfig, load_environment
 from hyperpod_dpd.errors import ConfigError
+from tests.examples import examples
 from tests.paths import FIXTURE_CONFIG_DIR
 
 DEV = (FIXTURE_CONFIG_DIR / "dev.yaml").read_bytes()
@@ -157,7 +157,7 @@ def config_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz") / "config"
 
 
-@settings(max_examples=int(os.environ.get("HPDPD_HYPOTHESIS_EXAMPLES", "200")), deadline=None,
+@settings(max_examples=examples(200), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(mutations=st.lists(MUTATIONS, min_size=1, max_size=4))
 def test_any_mutation_of_the_text_is_accepted_or_refused_in_one_line_per_problem(

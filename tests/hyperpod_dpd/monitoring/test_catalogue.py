@@ -59,7 +59,7 @@ def _env(base: dict[str, Any], mutate: Any = None) -> EnvironmentConfig:
 
 
 @pytest.fixture(scope="module")
-def dev(base_configs: dict[str, dict[str, Any]]) -> EnvironmentConfig:
+def dev_config(base_configs: dict[str, dict[str, Any]]) -> EnvironmentConfig:
     return _env(base_configs["dev"])
 
 
@@ -119,11 +119,11 @@ def test_every_alert_and_panel_reads_only_catalogue_metrics(two_endpoints: Envir
     assert {m for r in rules for m in r.metrics} | {a.metric for a in LOG_ALARMS} <= panel_metrics
 
 
-def test_cloudwatch_panels_read_the_log_metrics_the_alarms_watch(dev: EnvironmentConfig) -> None:
-    document = render_dashboard(dev)
+def test_cloudwatch_panels_read_the_log_metrics_the_alarms_watch(dev_config: EnvironmentConfig) -> None:
+    document = render_dashboard(dev_config)
     cloudwatch = {t["metricName"]: (t["namespace"], t["region"]) for p in document["panels"]
                   for t in p.get("targets", []) if "metricName" in t}
-    assert cloudwatch == {a.metric.name: ("HyperPodDPD/hpdpd-dev", dev.region) for a in LOG_ALARMS}
+    assert cloudwatch == {a.metric.name: ("HyperPodDPD/hpdpd-dev", dev_config.region) for a in LOG_ALARMS}
 
 
 def test_a_label_the_catalogue_does_not_list_is_refused() -> None:
@@ -151,7 +151,7 @@ def test_names_match_aws_reference_where_they_overlap() -> None:
         assert ours[name].expr == aws_rules[name]["expr"]
     # AND the inference labels the alerts filter on are the ones AWS's dashboard filters on
     for label in ("namespace", "resource_name", "status", "pod_name", "cluster_id", "resource_type"):
-        assert re.search(rf"\b{label}[=~!]", dashboard_text) or f"({label}" in dashboard_text or \
+        assert re.search(rf"\b{label}[=~!]", dashboard_text) or f"({label}" in dashboard_text or\
             f", {label})" in dashboard_text, label
 
 
@@ -256,8 +256,8 @@ def test_dashboard_validates_against_grafanas_schema(two_endpoints: EnvironmentC
     (lambda d: d["panels"][2].update(id=d["panels"][1]["id"]), "duplicate panel id"),
     (lambda d: d.update(colour="red"), "Additional properties are not allowed"),
 ])
-def test_a_broken_dashboard_fails_the_schema_check(dev: EnvironmentConfig, mutate: Any, message: str) -> None:
-    document = render_dashboard(dev)
+def test_a_broken_dashboard_fails_the_schema_check(dev_config: EnvironmentConfig, mutate: Any, message: str) -> None:
+    document = render_dashboard(dev_config)
     mutate(document)
     with pytest.raises(MonitoringError, match=re.escape(message)):
         check_dashboard(document)
@@ -276,7 +276,7 @@ def test_dashboard_draws_the_objectives_and_offers_every_endpoint(two_endpoints:
     assert endpoint["allValue"] == f"({'|'.join(names)})"
 
 
-def test_export_writes_one_dashboard_per_environment_with_endpoints(tmp_path: Path, dev: EnvironmentConfig,
+def test_export_writes_one_dashboard_per_environment_with_endpoints(tmp_path: Path, dev_config: EnvironmentConfig,
                                                                    base_configs: dict[str, dict[str, Any]]) -> None:
     # GIVEN a stale dashboard of an environment that no longer has endpoints
     stale = tmp_path / "prod" / "dpd.json"
@@ -285,7 +285,7 @@ def test_export_writes_one_dashboard_per_environment_with_endpoints(tmp_path: Pa
     prod = parse_environment(copy.deepcopy(base_configs["prod"]), name="prod", source="prod.yaml",
                              base_dir=FIXTURE_CONFIG_DIR.parent)
     # WHEN the dashboards are written
-    written = write_dashboards(tmp_path, [dev, prod])
+    written = write_dashboards(tmp_path, [dev_config, prod])
     # THEN dev's is valid Grafana JSON and prod's stale file is gone
     assert written == {"dev": tmp_path / "dev" / "dpd.json", "prod": None}
     check_dashboard(json.loads((tmp_path / "dev" / "dpd.json").read_text()))
@@ -296,10 +296,10 @@ def test_export_writes_one_dashboard_per_environment_with_endpoints(tmp_path: Pa
 
 # -- configuration ------------------------------------------------------------------------------------------------------
 
-def test_slo_and_alerts_default_when_left_out(dev: EnvironmentConfig) -> None:
-    (endpoint,) = dev.endpoints
+def test_slo_and_alerts_default_when_left_out(dev_config: EnvironmentConfig) -> None:
+    (endpoint,) = dev_config.endpoints
     assert (endpoint.slo.ttft_ms, endpoint.slo.tpot_ms) == (DEFAULT_TTFT_MS, DEFAULT_TPOT_MS)
-    assert dev.alerts.enabled and dev.alerts.emails == () and dev.alerts.container_log_group is None
+    assert dev_config.alerts.enabled and dev_config.alerts.emails == () and dev_config.alerts.container_log_group is None
 
 
 @pytest.mark.parametrize(("mutate", "line"), [

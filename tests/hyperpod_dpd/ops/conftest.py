@@ -126,17 +126,17 @@ class Endpoint:
     routing: Routing = field(default_factory=Routing)
     model: Model = field(default_factory=Model)
     invocation_path: str = "v1/chat/completions"
+    resource_name: str = ""  # the IEC name; a double without a generation is named as the endpoint
+
+    def __post_init__(self) -> None:
+        if not self.resource_name:
+            object.__setattr__(self, "resource_name", self.name)
 
     @property
     def rendered_sagemaker_endpoint_name(self) -> str | None:
         # as EndpointConfig renders it for a generation (fixed names aside): <base>-<generation>
-        generation = getattr(self, "resource_name", "llama-000000").rsplit("-", 1)[-1]
+        generation = self.resource_name.rsplit("-", 1)[-1] if self.resource_name != self.name else "000000"
         return f"{self.sagemaker_endpoint_name}-{generation}" if self.sagemaker_endpoint_name else None
-
-
-@dataclass(frozen=True)
-class GeneratedEndpoint(Endpoint):
-    resource_name: str = "llama-1a2b3c"
 
 
 @pytest.fixture
@@ -146,10 +146,8 @@ def make_endpoint() -> Callable[..., Endpoint]:
     def make(*, name: str = "llama", bucket: str | None = None, prefix: str = "", model_region: str | None = None,
              threshold: int = 4096, resource_name: str | None = None, **fields: Any) -> Endpoint:
         model = Model(s3=S3Location(bucket=bucket, prefix=prefix, region=model_region) if bucket else None)
-        if resource_name:
-            return GeneratedEndpoint(name=name, model=model, routing=Routing(threshold=threshold),
-                                     resource_name=resource_name, **fields)
-        return Endpoint(name=name, model=model, routing=Routing(threshold=threshold), **fields)
+        return Endpoint(name=name, model=model, routing=Routing(threshold=threshold), resource_name=resource_name or "",
+                        **fields)
 
     return make
 

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from hyperpod_dpd.config import parse_environment
 from hyperpod_dpd.errors import HpdpdError
 from hyperpod_dpd.ops.endpoints import configured_endpoints, iec_name, router_url, select_endpoints
+from tests.paths import ROOT
 
 
-def test_an_environment_without_endpoints_has_none() -> None:
-    assert configured_endpoints(SimpleNamespace()) == ()
-    assert configured_endpoints(SimpleNamespace(endpoints=None)) == ()
+def test_an_environment_without_endpoints_has_none(base_configs: dict[str, dict[str, Any]]) -> None:
+    # GIVEN an environment file that declares no endpoints WHEN it is loaded THEN it has none
+    data = copy.deepcopy(base_configs["dev"])
+    data.pop("endpoints", None)
+    assert configured_endpoints(parse_environment(data, name="dev", source="dev.yaml", base_dir=ROOT)) == ()
 
 
 def test_endpoints_are_read_in_order(make_endpoint: Callable[..., Any]) -> None:

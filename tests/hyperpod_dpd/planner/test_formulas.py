@@ -32,6 +32,7 @@ from hyperpod_dpd.planner.formulas import (
     step_seconds,
     valid_tensor_parallel_sizes,
 )
+from tests.examples import examples
 
 LLAMA_70B = MODELS["Llama-3.3-70B"]
 P5 = instance("ml.p5.48xlarge")
@@ -232,7 +233,7 @@ def test_a_join_costs_the_decoder_hbm_traffic_and_connector_work() -> None:
     assert join < 0.01
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(low=st.integers(min_value=100, max_value=12_800), extra=st.integers(min_value=0, max_value=12_800),
        tokens=st.integers(min_value=1, max_value=131_072), key=st.sampled_from(sorted(MODELS)),
        tp=st.sampled_from([1, 2, 4, 8]))
@@ -246,7 +247,7 @@ def test_more_efa_bandwidth_never_raises_transfer_time(low: int, extra: int, tok
         kv_transfer_seconds(model=spec, instance=slow, tensor_parallel=tp, tokens=tokens, calibration=CAL))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(batch=st.integers(min_value=1, max_value=256), more=st.integers(min_value=0, max_value=64),
        context=st.integers(min_value=0, max_value=32_768), key=st.sampled_from(sorted(MODELS)),
        name=st.sampled_from(sorted(DPD_INSTANCE_TYPES)))

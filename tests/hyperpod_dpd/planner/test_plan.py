@@ -10,6 +10,7 @@ import pytest
 from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner.plan import Plan, PlanError, make_plan
+from hyperpod_dpd.planner.report import plan_dict
 from hyperpod_dpd.planner.verdict import Slo
 from hyperpod_dpd.planner.workload import LengthDistribution, Workload
 
@@ -87,7 +88,7 @@ def test_an_impossible_layout_is_refused() -> None:
 
 
 def test_json_has_the_documented_shape() -> None:
-    data = json.loads(json.dumps(_plan("Llama-3.3-70B", "8192", "512", (8, 16, 32)).to_dict(), allow_nan=False))
+    data = json.loads(json.dumps(plan_dict(_plan("Llama-3.3-70B", "8192", "512", (8, 16, 32))), allow_nan=False))
     assert data["kv_bytes_per_token"] == 327_680
     assert data["kv_transfer_ms"] == pytest.approx(8192 * 40960 / 42.5e6, abs=1e-3)
     assert data["kv_transfer_exposed_ms"] == pytest.approx(data["kv_transfer_ms"] / 80, abs=1e-3)
@@ -110,7 +111,7 @@ def test_json_has_the_documented_shape() -> None:
 
 def test_request_rates_give_open_loop_predictions_and_nulls_when_saturated() -> None:
     # WHEN a request rate beyond any layout's capacity is planned next to a sustainable one
-    data = _plan("Llama-3.3-70B", "8192", "512", rates=(1.0, 500.0), prefill_nodes=2).to_dict()
+    data = plan_dict(_plan("Llama-3.3-70B", "8192", "512", rates=(1.0, 500.0), prefill_nodes=2))
     sustainable, impossible = data["predictions"]
     # THEN the first has figures, the second says it saturates with nulls instead of infinities
     assert sustainable["request_rate_per_s"] == 1.0 and sustainable["disaggregated"]["output_tokens_per_s"] == 512.0

@@ -22,6 +22,7 @@ from hyperpod_dpd.planner.formulas import (
 )
 from hyperpod_dpd.planner.serving import Colocated, Disaggregated
 from hyperpod_dpd.planner.workload import LengthDistribution, Workload
+from tests.examples import examples
 
 GIB = 1024**3
 P5 = instance("ml.p5.48xlarge")
@@ -140,7 +141,7 @@ def test_users_beyond_the_decoders_kv_cache_wait_in_front_of_it() -> None:
     assert at_128.ttft_s > at_64.ttft_s + 60 / at_64.request_rate * 0.9
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(users=st.integers(min_value=1, max_value=96), more=st.integers(min_value=1, max_value=64),
        inputs=st.sampled_from(["512", "4096", "8192", "1024:3,16384:1"]), outputs=st.sampled_from(["64", "512"]),
        key=st.sampled_from(["Llama-3.1-8B", "Llama-3.3-70B", "Mixtral-8x22B"]),
@@ -157,7 +158,7 @@ def test_more_concurrency_never_lowers_tpot(users: int, more: int, inputs: str, 
         assert high.output_tokens_per_s >= low.output_tokens_per_s * (1 - 1e-3)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(rate=st.floats(min_value=0.05, max_value=3.0), more=st.floats(min_value=0.01, max_value=3.0))
 def test_a_higher_request_rate_never_lowers_tpot(rate: float, more: float) -> None:
     system = _colocated(_workload("4096"), nodes=2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner.plan import Plan, make_plan
+from hyperpod_dpd.planner.report import plan_dict
 from hyperpod_dpd.planner.verdict import Slo
 from hyperpod_dpd.planner.workload import LengthDistribution, Workload
 
@@ -73,7 +74,7 @@ def test_without_an_slo_a_verdict_that_costs_more_ttft_than_it_gains_is_no_win()
     assert plan.verdict.reasons[1].startswith("DPD trades TTFT for its gains")
     assert "give --ttft-slo-ms to weigh the trade" in plan.verdict.reasons[1]
     # AND the JSON names the trade
-    data = plan.to_dict()["verdict"]
+    data = plan_dict(plan)["verdict"]
     assert data["latency_trade"]["metric"] == "ttft_p99_ms" and data["latency_trade"]["concurrency"] == 8
     assert data["latency_trade"]["change"] > data["goodput_gain_per_node"] > 0
 
