@@ -106,10 +106,13 @@ lock:
 # exactly one stack with "Successfully synthesized to <dir>" and "Supply a stack id (...)" (aws-cdk 2.1148.1,
 # lib/cli/cdk-toolkit.js, synth(): no flag turns them off, '**' only lengthens the list), so its stderr drops those
 # two lines and the blank line before them (the assembly moves to cdk.out next anyway); pipefail keeps its exit status.
+# Both streams are filtered: with CI=true (set by most CI services) the CLI writes these lines to stdout instead of
+# stderr (aws-cdk 2.1148.1, lib/cli/io-host/cli-io-host.js: "In CI mode, all non-error output goes to stdout"), and
+# --quiet prints no template.
 synth: setup
 	$(PY) -m hyperpod_dpd.stacks.application --check
 	rm -rf .cache/cdk.out.next
-	set -o pipefail; { cdk synth --quiet --output .cache/cdk.out.next 2>&1 1>&3 | { grep -v -e '^$$' -e '^Successfully synthesized to ' -e '^Supply a stack id (' || true; } >&2; } 3>&1
+	set -o pipefail; cdk synth --quiet --output .cache/cdk.out.next 2>&1 | { grep -v -e '^$$' -e '^Successfully synthesized to ' -e '^Supply a stack id (' || true; } >&2
 	rm -rf cdk.out && mv .cache/cdk.out.next cdk.out
 	$(PY) -m hyperpod_dpd.k8s.gitops --out $(or $(GITOPS_OUT),dist/k8s)
 	$(PY) -m hyperpod_dpd.monitoring.export --out dist/grafana

@@ -82,13 +82,14 @@ def test_check_prints_each_warning_once_on_one_line_with_file_and_field(
 @pytest.fixture(scope="module")
 def cli_synth(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     """The Makefile's ``cdk synth`` line, run by bash in a directory of its own whose ``cdk.json`` is the project's
-    with the app's paths made absolute (so its ``.cache/cdk.out.next`` is not the checkout's)."""
+    with the app's paths made absolute (so its ``.cache/cdk.out.next`` is not the checkout's), under ``CI=true``."""
     work = tmp_path_factory.mktemp("make-synth")
     cdk_json = json.loads((ROOT / "cdk.json").read_text())
     cdk_json["app"] = f"{ROOT / '.venv' / 'bin' / 'python'} {ROOT / 'app.py'}"
     (work / "cdk.json").write_text(json.dumps(cdk_json))
-    done = subprocess.run(["bash", "-c", _makefile_cdk_line()], cwd=work, env=_environment(), capture_output=True,
-                          text=True, timeout=900, check=False)
+    # CI=true as on a CI service: the CLI then writes its info lines to stdout, not stderr; both must stay clean
+    done = subprocess.run(["bash", "-c", _makefile_cdk_line()], cwd=work, env={**_environment(), "CI": "true"},
+                          capture_output=True, text=True, timeout=900, check=False)
     return done, work / ".cache" / "cdk.out.next"
 
 
@@ -101,7 +102,7 @@ def test_the_cli_line_writes_every_stage_and_ends_without_the_stack_id_hint(
     stacks = [a for a in stage["artifacts"].values() if a["type"] == "aws:cloudformation:stack"]
     assert sorted(a["displayName"] for a in stacks) == ["dev/Endpoints", "dev/Network", "dev/Platform"]
     # AND the CLI's multi-stack hint is gone, while what --check printed is not printed again
-    assert not any(hint in done.stderr or hint in done.stdout for hint in CLI_HINTS), done.stderr[-2000:]
+    assert not any(hint in done.stderr or hint in done.stdout for hint in CLI_HINTS), (done.stdout + done.stderr)[-2000:]
     assert done.stderr.strip() == "" and done.stdout == "", done.stderr[-2000:]  # nothing at all, here
     assert "warning:" not in done.stderr and "ConfigWarning" not in done.stderr
 
