@@ -14,6 +14,8 @@ Sources:
   Llama-3.3-70B-Instruct FP8 TP2 on 2 x H100 80GB (TensorRT-LLM engine; FP8 KV cache assumed), one aggregated
   engine, AIPerf at fixed concurrency.
 * NIXLBENCH: ai-dynamo/nixl pull request #1647, nixlbench UCX backend, 16 MiB blocks, 341 of 400 Gbit/s.
+* VLLM_CI, DATACRUNCH: vLLM's nightly latency tests on H100 and H200 and SGLang's open-loop Llama-3.3-70B runs on
+  H200 (``published.py`` names the builds, files and commits).
 * TRANSFERENGINE: Licker et al., "RDMA Point-to-Point Communication for LLM Systems" (arXiv 2510.27656, MLSys'26):
   400 Gbit/s peak per GPU on AWS EFA.
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, partial
 
 from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.catalogue.models import MODELS
@@ -102,6 +104,61 @@ def _rdma(row: published.Rdma, calibration: Calibration) -> float:
     node = instance(row.instance)
     mooncake = calibration.with_overrides(**MOONCAKE_EFA)
     return rdma_rank_bytes_per_s(instance=node, message_bytes=row.block, calibration=mooncake) * node.gpu_count / 1e9
+
+
+@cache
+def _latency(row: published.Latency, calibration: Calibration) -> float:
+    """vLLM's latency test: ``batch`` requests in flight, each one prefill and ``osl - 1`` decode steps (ms)."""
+    model = MODELS[row.model]
+    workload = Workload(inputs=LengthDistribution.fixed(row.isl), outputs=LengthDistribution.fixed(row.osl),
+                        concurrency=(row.batch,), offline=True)
+    point = Colocated(model=model, instance=_GPU_NODES[row.gpu], tensor_parallel=row.tp, nodes=1,
+                      workload=workload, calibration=calibration).at_concurrency(row.batch)
+    return (point.ttft_s + (row.osl - 1) * point.tpot_s) * 1e3
+
+
+# sglang bench_serving's random dataset with range ratio 0: lengths uniform on 1...1,024, as 8 equally likely bins
+_UNIFORM_1024 = LengthDistribution.weighted([(64 + 128 * i, 1.0) for i in range(8)])
+
+
+@cache
+def _online(rate: float, calibration: Calibration) -> Point:
+    model = MODELS["Llama-3.3-70B"]
+    workload = Workload(inputs=_UNIFORM_1024, outputs=_UNIFORM_1024, request_rates=(rate,))
+    return Colocated(model=model, instance=P5E, tensor_parallel=4, nodes=1, workload=workload,
+                     calibration=calibration).at_rate(rate)
+
+
+def _median_ttft(rate: float, calibration: Calibration) -> float:
+    return _online(rate, calibration).quantile("ttft", 0.5) * 1e3
+
+
+def _median_itl(rate: float, calibration: Calibration) -> float:
+    """The median gap between tokens is a bare decode step while fewer than half the steps carry a prefill."""
+    point = _online(rate, calibration)
+    return (point.spread.tpot.floor if point.spread is not None else point.tpot_s) * 1e3
+
+
+def _serving_rows() -> tuple[tuple[Measurement, Callable[[Calibration], float]], ...]:
+    out: list[tuple[Measurement, Callable[[Calibration], float]]] = []
+    for r in published.LATENCY:
+        key = f"vllm-latency-{r.model.lower()}-{r.gpu.lower()}-tp{r.tp}"
+        out.append((Measurement(key, f"{published.VLLM_CI} build {r.build} {r.gpu} TP{r.tp} {r.model} BF16",
+                                f"{r.batch} x {r.isl} in / {r.osl} out at once: batch latency (decode steps)",
+                                r.ms, "ms", "held-out", gpu=r.gpu, metric="tpot"),
+                    partial(_latency, r)))
+    for o in published.ONLINE:
+        rate = f"{o.rate:g}"
+        source = f"{published.DATACRUNCH} H200 TP4 Llama-3.3-70B BF16"
+        out.append((Measurement(f"datacrunch-ttft-r{rate}", source,
+                                f"uniform 1-1024 in / out, {rate} req/s Poisson: median TTFT", o.ttft_ms, "ms",
+                                "held-out", gpu="H200", metric="ttft"),
+                    partial(_median_ttft, o.rate)))
+        out.append((Measurement(f"datacrunch-itl-r{rate}", source,
+                                f"uniform 1-1024 in / out, {rate} req/s Poisson: median ITL", o.itl_ms, "ms",
+                                "held-out", gpu="H200", metric="tpot"),
+                    partial(_median_itl, o.rate)))
+    return tuple(out)
 
 
 def _offline_rows() -> tuple[tuple[Measurement, Callable[[Calibration], float]], ...]:
@@ -190,7 +247,7 @@ def _bucket(m: Measurement) -> Measurement:
 
 
 _ALL: tuple[tuple[Measurement, Callable[[Calibration], float]], ...] = (
-    *((_bucket(m), f) for m, f in _TABLE), *_offline_rows())
+    *((_bucket(m), f) for m, f in _TABLE), *_offline_rows(), *_serving_rows())
 
 
 @cache

@@ -12,6 +12,17 @@ Data only: each record names its source, the setup it was measured on and its ro
 * MOONCAKE: Mooncake's EFA transport, "block_size sweep" and p5 table (kvcache-ai/Mooncake
   docs/source/design/transfer-engine/transport/efa_transport.md @2f45fbe2): ``transfer_engine_bench`` GPU to GPU
   between two nodes, all 8 GPUs, write, GB/s per node.
+* VLLM_CI: vLLM's nightly "Performance Benchmark" pipeline, latency tests (buildkite.com/vllm/performance-benchmark,
+  build 9513 on H200, build 9555 on 8 x H100): ``benchmark_latency.py`` with its defaults of the time, one batch of 8
+  prompts of 32 tokens generating 128 each, BF16, dummy weights; mean end-to-end latency of the batch. Models and TP
+  from vllm-project/vllm .buildkite/nightly-benchmarks/tests/latency-tests.json @d5ce9249: Meta-Llama-3-8B TP1 and
+  Meta-Llama-3-70B-Instruct TP4 (the architectures of the catalogue's Llama-3.1-8B and Llama-3.3-70B). 127 of the 128
+  steps are decode steps at batch 8, so the row measures the decode step.
+* DATACRUNCH: datacrunch-research/h200-benchmarks sglang/outputs/llama_3_3_70b_online_output.jsonl @c091ef53 (launch
+  line in sglang/experiments/llama_3_3_70b_sglang.sh): SGLang, Llama-3.3-70B-Instruct BF16 TP4 on 4 x H200,
+  ``bench_serving`` random dataset with ``random_range_ratio`` 0 (input and output lengths uniform on 1...1,024;
+  the file's totals give means of 509 and 534), Poisson arrivals at 1, 2 and 4 requests/s; median TTFT and median
+  ITL. The 8 and 16 requests/s runs are left out: their output throughput stays below the offered load (overload).
 """
 
 from __future__ import annotations
@@ -19,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 TRTLLM = "TRTLLM perf-overview @00f37686"
+VLLM_CI = "VLLM_CI latency tests"
+DATACRUNCH = "DATACRUNCH h200-benchmarks @c091ef53"
 MOONCAKE = "MOONCAKE efa_transport.md @2f45fbe2"
 
 
@@ -78,4 +91,42 @@ RDMA: tuple[Rdma, ...] = (
     Rdma(instance="ml.p5en.48xlarge", block=2048 * KIB, gbytes_per_s=366.87, role="calibration",
          fits="transfer_efficiency (MOONCAKE_EFA)"),
     Rdma(instance="ml.p5.48xlarge", block=1024 * KIB, gbytes_per_s=388.90),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Latency:
+    """A vLLM nightly latency row: one batch of ``batch`` prompts of ``isl`` tokens, ``osl`` tokens each, BF16."""
+
+    model: str
+    gpu: str
+    tp: int
+    build: int  # the buildkite build of vllm/performance-benchmark
+    ms: float  # mean end-to-end latency of the batch
+    batch: int = 8
+    isl: int = 32
+    osl: int = 128
+
+
+LATENCY: tuple[Latency, ...] = (
+    Latency(model="Llama-3.1-8B", gpu="H200", tp=1, build=9513, ms=834.059),
+    Latency(model="Llama-3.3-70B", gpu="H200", tp=4, build=9513, ms=2075.08),
+    Latency(model="Llama-3.1-8B", gpu="H100", tp=1, build=9555, ms=997.542),
+    Latency(model="Llama-3.3-70B", gpu="H100", tp=4, build=9555, ms=2444.47),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Online:
+    """A DATACRUNCH open-loop row: Llama-3.3-70B BF16 TP4 on H200, Poisson ``rate``, uniform 1...1,024 lengths."""
+
+    rate: float
+    ttft_ms: float  # median
+    itl_ms: float  # median
+
+
+ONLINE: tuple[Online, ...] = (
+    Online(rate=1.0, ttft_ms=85.745, itl_ms=13.639),
+    Online(rate=2.0, ttft_ms=87.556, itl_ms=14.830),
+    Online(rate=4.0, ttft_ms=106.063, itl_ms=19.420),
 )

@@ -27,6 +27,13 @@ HELD_OUT_BOUNDS = {
     "nim-ttft-500-c1": 0.22, "nim-itl-5000-c1": 0.07, "nim-ttft-5000-c5": 0.17, "nim-itl-5000-c5": 0.09,
     "nim-ttft-5000-c25": 0.08, "nim-itl-5000-c25": 0.11, "nim-ttft-5000-c50": 0.07, "nim-itl-5000-c50": 0.13,
     "nim-tput-5000-c50": 0.11, "transferengine-efa-peak": 0.20, "p5en-line-rate": 0.0,
+    # vLLM's nightly latency tests (8 x 32 in / 128 out, BF16): the decode step on H100 and H200
+    "vllm-latency-llama-3.1-8b-h200-tp1": 0.14, "vllm-latency-llama-3.3-70b-h200-tp4": 0.14,
+    "vllm-latency-llama-3.1-8b-h100-tp1": 0.04, "vllm-latency-llama-3.3-70b-h100-tp4": 0.02,
+    # SGLang Llama-3.3-70B BF16 TP4 on H200, open loop: the median TTFT is about half the measured one (no
+    # per-request front-end time in the model), the median ITL close
+    "datacrunch-ttft-r1": 0.45, "datacrunch-ttft-r2": 0.45, "datacrunch-ttft-r4": 0.51,
+    "datacrunch-itl-r1": 0.04, "datacrunch-itl-r2": 0.02, "datacrunch-itl-r4": 0.19,
 }
 CEILINGS = {"trtllm": 0.45, "mooncake": 0.15}  # no single TensorRT-LLM or Mooncake row may be off by more
 
@@ -71,7 +78,7 @@ def test_every_held_out_row_is_bounded() -> None:
 
 
 def test_the_table_holds_at_least_forty_published_points() -> None:
-    assert len(ROWS) >= 40 + 30  # the 30 Dynamo, NIM and transfer rows, plus the TensorRT-LLM and Mooncake ones
+    assert len(ROWS) >= 40 + 30 + 10  # 30 Dynamo, NIM and transfer rows, TensorRT-LLM, Mooncake, vLLM and SGLang
     assert sum(1 for k in ROWS if k.startswith(("trtllm", "mooncake"))) >= 40
 
 
@@ -84,6 +91,15 @@ def test_the_constants_are_the_fit_of_their_rows() -> None:
     for one in FITS:
         shipped, fitted = getattr(DEFAULT_CALIBRATION, one.constant), getattr(refit, one.constant)
         assert shipped == pytest.approx(fitted, rel=0.01, abs=1e-6), one.constant
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_the_assumed_allreduce_cost_matches_vllms_tp4_against_tp1(gpu: str) -> None:
+    # GIVEN vLLM's nightly latency tests of Llama-3 8B on one GPU and 70B on four (160 all-reduces per step)
+    tp1, tp4 = ROWS[f"vllm-latency-llama-3.1-8b-{gpu}-tp1"], ROWS[f"vllm-latency-llama-3.3-70b-{gpu}-tp4"]
+    # THEN the TP4 row is off by the same share as the TP1 row (within 5 points): the assumed all-reduce latency
+    # and NVLink efficiency add what tensor parallelism costs, no more, no less
+    assert abs(tp4.error - tp1.error) <= 0.05, (tp1.error, tp4.error)
 
 
 def test_the_transfer_never_beats_the_published_efa_peak() -> None:
