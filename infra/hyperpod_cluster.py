@@ -15,7 +15,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IDependable
 
 from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
-from hyperpod_dpd.config.hyperpod import ClusterAutoScaling, InstanceGroup
+from hyperpod_dpd.config.hyperpod import ClusterAutoScaling, InstanceGroup, TieredStorage
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import guardrails, nag, source_conditions
 from hyperpod_dpd.infra.arns import arn
@@ -74,6 +74,9 @@ class HyperPodCluster(Construct):
         node_recovery: ``"Automatic"`` (default) or ``"None"`` (``hyperpod.node_recovery``).
         node_provisioning_mode: ``"Continuous"`` (default) or None (``hyperpod.node_provisioning_mode``).
         autoscaling: HyperPod-managed Karpenter; default: None (no autoscaling).
+        tiered_storage: the cluster's ``TieredStorageConfig`` (mode and ``InstanceMemoryAllocationPercentage``), the
+            memory of the managed ``tieredstorage`` L2 KV cache (docs/kv-cache.md); default: None (not rendered).
+            Not create-only: changing the share updates the cluster in place.
         depends_on: what the cluster waits for (the dependencies chart, the core add-ons). Default: nothing.
         removal_policy: of the lifecycle bucket, and RETAIN keeps the cluster. Default: DESTROY.
         access_logs_bucket: where the lifecycle bucket logs its access. Default: none.
@@ -101,6 +104,7 @@ class HyperPodCluster(Construct):
         node_recovery: NodeRecovery = "Automatic",
         node_provisioning_mode: NodeProvisioningMode | None = "Continuous",
         autoscaling: ClusterAutoScaling | None = None,
+        tiered_storage: TieredStorage | None = None,
         depends_on: Sequence[IDependable] = (),
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
         access_logs_bucket: s3.IBucket | None = None,
@@ -109,7 +113,11 @@ class HyperPodCluster(Construct):
     ) -> None:
         self._validate(cluster_name, instance_groups, subnet_ids, security_group_ids, node_recovery)
         self._validate_autoscaling(instance_groups, autoscaling, node_recovery, node_provisioning_mode)
+        if tiered_storage is not None and not isinstance(tiered_storage, TieredStorage):
+            raise ConfigError.single(None, "hyperpod.tiered_storage", tiered_storage,
+                                     "must be a TieredStorage (hyperpod_dpd.config.hyperpod)")
         super().__init__(scope, id)
+        self.tiered_storage = tiered_storage
         self.autoscaling = autoscaling
         self.cluster_name = cluster_name
         self.removal_policy = removal_policy
@@ -146,6 +154,9 @@ class HyperPodCluster(Construct):
                 mode="Enable" if autoscaling.enabled else "Disable", auto_scaler_type=AUTOSCALER_TYPE)
             if autoscaling is not None else None,
             cluster_role=self.cluster_role.role_arn if self.cluster_role is not None else None,
+            tiered_storage_config=sagemaker.CfnCluster.TieredStorageConfigProperty(
+                mode=tiered_storage.mode, instance_memory_allocation_percentage=tiered_storage.memory_percent)
+            if tiered_storage is not None else None,
             instance_groups=[self._group(g, source_uri) for g in instance_groups],
             tags=[cdk.CfnTag(key=k, value=v) for k, v in sorted((tags or {}).items())] or None,
         )

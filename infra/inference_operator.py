@@ -18,6 +18,14 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from hyperpod_dpd.catalogue.gateway import (
+    ADDON_GATEWAY_KEY,
+    ADDON_OPERATOR_KEY,
+    GATEWAY_MANAGED_POLICY,
+    GATEWAY_MINIMUM_ADDON,
+    GATEWAY_MINIMUM_ADDON_VERSION,
+    GATEWAY_SUBJECT,
+)
 from hyperpod_dpd.catalogue.operator import (
     DPD_MINIMUM_ADDON,
     DPD_MINIMUM_OPERATOR,
@@ -89,6 +97,8 @@ class InferenceOperator(Construct):
         gated_model_access: also the role that downloads gated JumpStart models. Default: False.
         observability: the observability add-on and its Prometheus destination; default: None (no add-on).
         require_dpd: refuse an operator older than DPD needs. Default: False.
+        gateway: also the Inference Gateway (an add-on build from v2.0.0-eksbuild.2): its controller's IRSA role,
+            created before the add-on and passed as ``inferenceGateway.serviceAccount.roleArn``. Default: False.
         removal_policy: of the buckets and the observability workspace. Default: DESTROY.
         access_logs_bucket: where the created buckets write their access logs; default: none.
 
@@ -113,11 +123,15 @@ class InferenceOperator(Construct):
         gated_model_access: bool = False,
         observability: ObservabilityOptions | None = None,
         require_dpd: bool = False,
+        gateway: bool = False,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
         access_logs_bucket: s3.IBucket | None = None,
     ) -> None:
         region = cdk.Stack.of(scope).region
         versions = self._resolve_versions(operator_version, addon_version, prerequisite_versions or {}, require_dpd)
+        if gateway and parse_addon_version(versions[0]) < GATEWAY_MINIMUM_ADDON:
+            raise ConfigError.single(None, "InferenceOperator.addon_version", versions[0],
+                                     f"has no Inference Gateway: the add-on bundles it from {GATEWAY_MINIMUM_ADDON_VERSION}")
         self._validate_names(execution_role_name, tls_bucket_name, model_buckets, region)
         if observability is not None:
             ObservabilityDestination.check(scope, prometheus_workspace_arn=observability.prometheus_workspace_arn,
@@ -164,6 +178,16 @@ class InferenceOperator(Construct):
             nag.acknowledge_managed_policies(self.gated_model_role, {
                 GATED_MODEL_MANAGED_POLICY: "The inference add-on expects this AWS managed policy for gated JumpStart models"})
 
+        self.gateway_role: iam.Role | None = None
+        if gateway:  # GATEWAY_PAGE: "Create the role before you install the add-on"
+            self.gateway_role = iam.Role(
+                self, "GatewayControllerRole", assumed_by=self._irsa("GatewayControllerRole", GATEWAY_SUBJECT, like=False),
+                description="Inference Gateway controller: imports, tags and deletes the TLS certificates it issues",
+                managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(GATEWAY_MANAGED_POLICY)])
+            nag.acknowledge_managed_policies(self.gateway_role, {
+                GATEWAY_MANAGED_POLICY: "The inference add-on's gateway controller expects this AWS managed policy "
+                                        "(ACM import, tag, describe and delete of the certificates it creates)"})
+
         self.prerequisites: dict[str, eks.CfnAddon] = {}
         roles = {"aws-mountpoint-s3-csi-driver": self.s3_csi_role, "aws-fsx-csi-driver": self.fsx_csi_role}
         for addon in PREREQUISITE_ADDONS:
@@ -186,6 +210,8 @@ class InferenceOperator(Construct):
         self.resource.add_resource_dependency(hyperpod_cluster.resource)
         for resource in self.prerequisites.values():
             self.resource.add_resource_dependency(resource)
+        if self.gateway_role is not None:  # the controller reads its role when it starts
+            self.resource.node.add_dependency(self.gateway_role)
 
         self.observability_addon: eks.CfnAddon | None = None
         self.observability_destination: ObservabilityDestination | None = None
@@ -342,6 +368,9 @@ class InferenceOperator(Construct):
         }
         if self.gated_model_role is not None:
             values["jumpstartGatedModelDownloadRoleArn"] = self.gated_model_role.role_arn
+        if self.gateway_role is not None:  # GATEWAY_PAGE, "Install the add-on"
+            values[ADDON_OPERATOR_KEY] = {"enabled": True}
+            values[ADDON_GATEWAY_KEY] = {"enabled": True, "serviceAccount": {"roleArn": self.gateway_role.role_arn}}
         return values
 
     def _observability(self, eks_cluster: HyperPodEksCluster, hyperpod_cluster: HyperPodCluster,

@@ -152,6 +152,7 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
         node_recovery=hp_cfg.node_recovery,
         node_provisioning_mode=hp_cfg.node_provisioning_mode,
         autoscaling=hp_cfg.autoscaling,  # HyperPod-managed Karpenter and its cluster role, when configured
+        tiered_storage=hp_cfg.tiered_storage,  # the managed L2 KV tier's memory, when configured (docs/kv-cache.md)
         depends_on=[dependencies, *eks_cluster.addons.values()],
         removal_policy=policy,
         access_logs_bucket=logs,
@@ -180,6 +181,7 @@ def build_platform(scope: Construct, *, config: EnvironmentConfig, network: EfaN
             grafana=operator.observability.grafana, logging=operator.observability.logging)
         if operator.observability.enabled else None,
         require_dpd=bool(config.endpoints),
+        gateway=any(e.routing.tier == "gateway" for e in config.endpoints),  # docs/gateway.md
         removal_policy=policy,
         access_logs_bucket=logs,
     )

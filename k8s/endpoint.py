@@ -8,15 +8,18 @@ from typing import Any, Literal
 import cdk8s
 from constructs import Construct
 
+from hyperpod_dpd.catalogue.kv_tiers import backend_refusal
 from hyperpod_dpd.catalogue.operator import DEFAULT_OPERATOR, OPERATOR_RELEASES
 from hyperpod_dpd.catalogue.zones import zone_kind
 from hyperpod_dpd.config.endpoint_checks import operator_issues
+from hyperpod_dpd.config.endpoint_kv_checks import kv_cache_of, kv_issues
 from hyperpod_dpd.config.endpoint_pods import iec_extensions
 from hyperpod_dpd.config.endpoints import DpdRole, EndpointConfig, managed_flag_issues
 from hyperpod_dpd.errors import ConfigError, Issue
 from hyperpod_dpd.k8s import defaults
 from hyperpod_dpd.k8s.extensions import apply_extensions
 from hyperpod_dpd.k8s.imports.com.amazon.aws.sagemaker import inference as iec
+from hyperpod_dpd.k8s.overrides import apply_overrides, override_issues
 
 ArgsTarget = Literal["worker", "prefill", "decode"]
 
@@ -26,21 +29,42 @@ class _InferenceEndpointConfig(iec.InferenceEndpointConfig):
 
     cdk8s-plus passes ``spec=Lazy.any(...)`` to its L1; from Python both the generated constructor and the jsii kernel
     check the spec's type eagerly and reject a ``Lazy``, so the spec is produced by overriding ``to_json`` instead.
-    JSON patches on this object therefore reach ``apiVersion``, ``kind`` and ``metadata`` only; the fields of later
-    operators (``extensions``: dotted path -> value) are patched in after the spec (:mod:`hyperpod_dpd.k8s.extensions`).
+    In that order: the spec, the fields of later operators (``extensions``: dotted path -> value,
+    :mod:`hyperpod_dpd.k8s.extensions`), the typed overrides (``overrides``: JSON pointer -> value,
+    :mod:`hyperpod_dpd.k8s.overrides`), then the JSON patches of :meth:`add_json_patch`, which are held here and applied
+    to the whole manifest (cdk8s would apply them before the spec exists, where a ``/spec/...`` path fails).
     """
 
     def __init__(self, scope: Construct, id: str, *, metadata: cdk8s.ApiObjectMetadata,
                  render: Callable[[], iec.InferenceEndpointConfigSpec],
-                 extensions: Callable[[], Mapping[str, Any]]) -> None:
+                 extensions: Callable[[], Mapping[str, Any]], overrides: Callable[[], Mapping[str, Any]]) -> None:
         super().__init__(scope, id, metadata=metadata)
         self._render = render
         self._extensions = extensions
+        self._overrides = overrides
+        self._patches: list[cdk8s.JsonPatch] = []
 
-    def to_json(self) -> Any:
+    def add_json_patch(self, *ops: cdk8s.JsonPatch) -> None:
+        """Hold ``ops`` until the spec is rendered, so ``/spec/...`` paths work (the manifest is validated after)."""
+        self._patches.extend(ops)
+
+    def spec_manifest(self) -> dict[str, Any]:
+        """The manifest before the JSON patches: the spec, the extension fields and the overrides."""
         manifest = super().to_json()
         manifest["spec"] = iec.InferenceEndpointConfig.manifest(spec=self._render())["spec"]
-        return apply_extensions(manifest, self._extensions())
+        return apply_overrides(apply_extensions(manifest, self._extensions()), self._overrides())
+
+    def to_json(self) -> Any:
+        manifest = self.spec_manifest()
+        if not self._patches:
+            return manifest
+        try:
+            return dict(cdk8s.JsonPatch.apply(manifest, *self._patches))
+        except Exception as error:  # noqa: BLE001 - jsii raises its own error types from fast-json-patch
+            raise ConfigError.single(f"InferenceEndpointConfig {self.name}", "add_json_patch", len(self._patches),
+                                     f"a JSON patch does not apply to the rendered manifest ({error}); set spec fields "
+                                     "with DisaggregatedEndpoint.add_override(path, value), which creates missing "
+                                     "parents and checks the CRD schema") from None
 
 
 class DisaggregatedEndpoint(Construct):
@@ -75,7 +99,8 @@ class DisaggregatedEndpoint(Construct):
                               f"must be a known operator release: {', '.join(OPERATOR_RELEASES)}")]
         else:
             problems = [*endpoint.issues(None, ""),
-                        *operator_issues(endpoint, operator_version, "", setting="operator_version")]
+                        *operator_issues(endpoint, operator_version, "", setting="operator_version"),
+                        *kv_issues(endpoint, operator_version, None, "")]
         if problems:
             raise ConfigError(f"endpoint {endpoint.name}", problems)
         super().__init__(scope, id)
@@ -84,13 +109,16 @@ class DisaggregatedEndpoint(Construct):
         self.name = endpoint.resource_name
         self.namespace = endpoint.namespace
         self._extra_args: dict[ArgsTarget, list[str]] = {"worker": [], "prefill": [], "decode": []}
+        self._overrides: dict[str, Any] = {}
         self.resource = _InferenceEndpointConfig(
             self, "Resource",
             metadata=cdk8s.ApiObjectMetadata(
                 name=self.name, namespace=self.namespace,
                 labels={defaults.ENDPOINT_LABEL: endpoint.name, defaults.GENERATION_LABEL: endpoint.generation}),
-            render=self._to_spec, extensions=self._extensions)
+            render=self._to_spec, extensions=self._extensions, overrides=lambda: dict(self._overrides))
         self.node.default_child = self.resource
+        for path, value in endpoint.overrides.items():  # the configuration's overrides, checked like add_override's
+            self.add_override(path, value, _field=f"overrides[{path!r}]")
 
     def add_args(self, target: ArgsTarget, *args: str) -> None:
         """Append vLLM args to both roles (``worker``) or to one role; a per-role flag overrides the shared one."""
@@ -98,6 +126,31 @@ class DisaggregatedEndpoint(Construct):
         if problems:
             raise ConfigError(f"endpoint {self.endpoint.name}", problems)
         self._extra_args[target].extend(args)
+
+    def add_override(self, path: str, value: Any, *, _field: str | None = None) -> None:
+        """Set an IEC field the toolkit does not model yet, by JSON pointer (``/spec/kvCacheSpec/enableL2Cache``).
+
+        Applied after the spec renders (and before JSON patches); missing parent objects are created. A path the
+        CRD schema does not declare, or a value it refuses, raises :class:`ConfigError` here, as does an L2 backend
+        the operator release does not honour (hyperpod_dpd.catalogue.kv_tiers). A later override of the same path wins.
+        """
+        problems = list(override_issues(path, value))
+        if not problems:
+            candidate = {**self._overrides, path: value}
+            try:
+                spec = apply_overrides(self.resource.spec_manifest(), {path: value})["spec"]
+            except ValueError as error:
+                problems = [Issue(path, value, str(error))]
+            else:
+                backend = ((spec.get("kvCacheSpec") or {}).get("l2CacheSpec") or {}).get("l2CacheBackend")
+                why = backend_refusal(backend, self.operator_version) if isinstance(backend, str) else None
+                if why:
+                    problems = [Issue(path, value, f"sets l2CacheBackend '{backend}', which {why}")]
+                else:
+                    self._overrides = candidate
+        if problems:
+            where = _field or "add_override"
+            raise ConfigError(f"endpoint {self.endpoint.name}: {where}", problems)
 
     # -- rendering ---------------------------------------------------------------------------------------------------
 
@@ -140,13 +193,23 @@ class DisaggregatedEndpoint(Construct):
                 enabled=True,
                 routing_strategy=iec.InferenceEndpointConfigSpecIntelligentRoutingSpecRoutingStrategy[
                     e.routing.strategy.upper()]),
-            kv_cache_spec=iec.InferenceEndpointConfigSpecKvCacheSpec(enable_l1_cache=e.l1_cache),
+            kv_cache_spec=self._kv_cache(),
             load_balancer=iec.InferenceEndpointConfigSpecLoadBalancer(health_check_path=e.health_check_path),
             metrics=self._metrics(),
             tls_config=self._tls(),
             dns_config=iec.InferenceEndpointConfigSpecDnsConfig(hosted_zone_id=e.tls.hosted_zone_id)
             if e.tls and e.tls.hosted_zone_id else None,
         )
+
+    def _kv_cache(self) -> iec.InferenceEndpointConfigSpecKvCacheSpec:
+        """``kvCacheSpec``: L1 always stated; L2 only when ``kv_cache.l2`` is set (its backend was checked)."""
+        kv = kv_cache_of(self.endpoint)
+        if kv.l2 is None:
+            return iec.InferenceEndpointConfigSpecKvCacheSpec(enable_l1_cache=kv.l1)
+        return iec.InferenceEndpointConfigSpecKvCacheSpec(
+            enable_l1_cache=kv.l1, enable_l2_cache=True,
+            l2_cache_spec=iec.InferenceEndpointConfigSpecKvCacheSpecL2CacheSpec(
+                l2_cache_backend=kv.l2.backend, l2_cache_local_url=kv.l2.url))
 
     def _extensions(self) -> dict[str, Any]:
         """Fields newer than the vendored CRD, by dotted path (the operator release was checked at construction)."""

@@ -7,7 +7,9 @@ without loading cdk8s. This module is its Kubernetes side:
 * :func:`extension_patches` / :func:`apply_extensions` render the fields into a manifest with ``cdk8s.JsonPatch.add``
   (the generated classes have no such fields, and ``cdk8s.ApiObject(..., spec=...)`` is not available from Python);
 * :func:`extend_schemas` adds exactly these fields, with their shapes, to the IEC schema the manifest validation uses,
-  so anything else the vendored CRD does not declare is still rejected.
+  so anything else the vendored CRD does not declare is still rejected. Rows marked ``declared`` (fields the vendored
+  CRD has, which an endpoint section renders by patch: ``spec.modelCacheConfig``) are checked to be declared and
+  validated by the CRD's own schema.
 """
 
 from __future__ import annotations
@@ -38,19 +40,22 @@ def _pointer(parts: list[str]) -> str:
 
 def extension_patches(manifest: Mapping[str, Any], values: Mapping[str, Any]) -> list[cdk8s.JsonPatch]:
     """``add`` operations that put each ``{dotted path: value}`` into ``manifest``, creating missing parent objects
-    (``spec.kubernetes`` for ``spec.kubernetes.podTemplateAnnotations``)."""
+    (``spec.kubernetes`` for ``spec.kubernetes.podTemplateAnnotations``). A value may sit inside an earlier one
+    (``spec.modelCacheConfig.weightsCache.nodeAffinity`` after ``spec.modelCacheConfig.weightsCache``): the parents
+    that earlier values add are not created again."""
     patches: list[cdk8s.JsonPatch] = []
-    created: set[str] = set()
+    seen: dict[str, Any] = copy.deepcopy(dict(manifest))  # the manifest as the patches so far leave it
     for path, value in values.items():
         parts = extension_field(path).path.split(".")
-        node: Any = manifest
+        node: Any = seen
         for depth in range(1, len(parts)):
-            parent = _pointer(parts[:depth])
-            node = node.get(parts[depth - 1]) if isinstance(node, Mapping) else None
-            if node is None and parent not in created:
-                patches.append(cdk8s.JsonPatch.add(parent, {}))
-                created.add(parent)
+            child = node.get(parts[depth - 1]) if isinstance(node, dict) else None
+            if not isinstance(child, dict):
+                patches.append(cdk8s.JsonPatch.add(_pointer(parts[:depth]), {}))
+                child = node[parts[depth - 1]] = {}
+            node = child
         patches.append(cdk8s.JsonPatch.add(_pointer(parts), value))
+        node[parts[-1]] = copy.deepcopy(value)
     return patches
 
 
@@ -75,6 +80,10 @@ def extend_schema(schema: Mapping[str, Any], fields: Mapping[str, CrdField] = IE
             if not isinstance(node, dict) or node.get("type") != "object":
                 raise ValueError(f"{field.path}: the CRD schema has no object at {part!r} to extend")
         properties = node.setdefault("properties", {})
+        if field.declared:
+            if name not in properties:
+                raise ValueError(f"{field.path}: marked declared, but the vendored CRD does not declare it")
+            continue
         if name in properties:
             raise ValueError(f"{field.path}: the vendored CRD declares it already (operator {field.introduced} "
                              "field); remove it from IEC_EXTENSION_FIELDS")

@@ -36,13 +36,16 @@ if __name__ == "__main__":
 
 import aws_cdk as cdk  # noqa: E402 - after the configuration is checked and the Node options are set
 
-from hyperpod_dpd.config.files import present  # noqa: E402
+from hyperpod_dpd.config.files import display_path, present  # noqa: E402
+from hyperpod_dpd.config.global_gateway import global_file, has_global, load_global  # noqa: E402
 from hyperpod_dpd.config.identity import check_identity  # noqa: E402
 from hyperpod_dpd.config.pipeline import PipelineConfig, cross_check, pipeline_file, read_pipeline  # noqa: E402
 from hyperpod_dpd.config.template_limits import template_limit_issues  # noqa: E402
+from hyperpod_dpd.errors import Issue  # noqa: E402
 from hyperpod_dpd.infra.config_warnings import annotate_warnings  # noqa: E402
 from hyperpod_dpd.infra.platform import availability_zone_context  # noqa: E402
 from hyperpod_dpd.stacks.environment_stage import EnvironmentStage  # noqa: E402
+from hyperpod_dpd.stacks.global_gateway_stack import GlobalGatewayStage  # noqa: E402
 from hyperpod_dpd.stacks.pipeline_stack import PIPELINE_ID, PipelineStack, pinned_cli_version  # noqa: E402
 
 
@@ -88,11 +91,33 @@ def build_app(
     for stage in stages.values():  # each warning once, as an annotation on the stack (or manifest) it concerns
         annotate_warnings(stage.config, environment=stage.platform, endpoints=stage.endpoints.manifests,
                           endpoint_fallback=stage.endpoints)
+    # The global inference gateways (global.yaml), each a stage of its own in its home account and Region, deployed
+    # after its members (stacks/global_gateway_stack.py): by the pipeline after its last member's wave.
+    global_stages = global_gateway_stages(app, config_dir, selected, pipeline)
     # Last: the pipeline deploys these very stages, and CDK Pipelines synthesizes each stage as it is added.
     if pipeline is not None:
         PipelineStack(app, PIPELINE_ID, config=pipeline, stages=[stages[n] for n in pipeline.order],
-                      cli_version=pinned_cli_version(project_root or Path.cwd()))
+                      cli_version=pinned_cli_version(project_root or Path.cwd()), global_stages=global_stages)
     return app, stages
+
+
+def global_gateway_stages(app: cdk.App, config_dir: Path | None, selected: Sequence[EnvironmentConfig],
+                          pipeline: PipelineConfig | None) -> list[GlobalGatewayStage]:
+    """One stage per gateway of ``global.yaml`` whose members are all selected (like the pipeline, none for a partial
+    selection); the file is checked either way. With a pipeline, every member must be promoted by it."""
+    if not has_global(config_dir):
+        return []
+    config = load_global(config_dir, environments=selected)
+    by_name = {c.name: c for c in selected}
+    if pipeline is not None:
+        problems = [Issue(f"gateways[{i}].members", g.name, f"environment {e} is not in pipeline.yaml's order, so the "
+                          "pipeline cannot deploy the gateway after it") for i, g in enumerate(config.gateways)
+                    for e in g.member_environments if e not in pipeline.order]
+        if problems:
+            raise ConfigError(display_path(global_file(config_dir)), problems)
+    return [GlobalGatewayStage(app, config=g, environments=by_name,
+                               production=any(by_name[e].production for e in g.member_environments))
+            for g in config.gateways if all(e in by_name for e in g.member_environments)]
 
 
 def pipeline_environments(config_dir: Path | None, selected: Sequence[EnvironmentConfig],

@@ -49,6 +49,7 @@ from hyperpod_dpd.infra.pipeline_steps import (  # noqa: F401 - deploy_role_arn 
     protected_stack_names,
 )
 from hyperpod_dpd.stacks.environment_stage import EnvironmentStage
+from hyperpod_dpd.stacks.global_gateway_stack import GlobalGatewayStage, attachable
 from hyperpod_dpd.stacks.naming import stack_name
 from hyperpod_dpd.stacks.platform_stack import PROMETHEUS_OUTPUT
 
@@ -245,7 +246,7 @@ class PipelineStack(cdk.Stack):
     """
 
     def __init__(self, scope: Construct, id: str, *, config: PipelineConfig, stages: Sequence[EnvironmentStage],
-                 cli_version: str, **kwargs: Any) -> None:
+                 cli_version: str, global_stages: Sequence[GlobalGatewayStage] = (), **kwargs: Any) -> None:
         super().__init__(scope, id, env=cdk.Environment(account=config.account, region=config.region),
                          stack_name=config.name,
                          description="hyperpod-dpd promotion pipeline: " + " -> ".join(config.order), **kwargs)
@@ -277,49 +278,58 @@ class PipelineStack(cdk.Stack):
         )
         qualifier = self.node.try_get_context("@aws-cdk/core:bootstrapQualifier") or \
             cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
-        for index, promotion in enumerate(config.environments):
-            stage = by_name[promotion.name]
-            env = stage.config
-            checks = EnvironmentChecks(self, f"Checks-{env.name}", pipeline=config, promotion=promotion, env=env,
-                                       source=source)
-            if stage.checks_role is None and promotion.checks_role_arn is None:
-                # No lookup-role fallback: the steps would assume a role this stage does not create, and fail.
-                cdk.Annotations.of(checks).add_warning_v2("hpdpd:no-checks-role", (
-                    f"{env.name}'s stages create no checks role ({env.checks_role_name}: the configuration carries no "
-                    f"trust for it) and pipeline.yaml names no checks_role_arn; its check steps cannot assume a role"))
-            pre: list[pipelines.Step] = []
-            if promotion.needs_approval(env):
-                pre.append(pipelines.ManualApprovalStep("Approve", comment=_approval_comment(env, config.order[:index])))
-            # Preflight after the network stack (which holds the checks role it runs as) and before the platform stack
-            # (the HyperPod cluster and its GPUs): a pre-step of the platform stack, after the approval.
-            preflight = checks.preflight()
-            if pre:
-                preflight.add_step_dependency(pre[-1])
-            stack_steps = [pipelines.StackSteps(stack=stage.platform, pre=[preflight])]
-            # The rollout runs after the network and platform stacks (so the operations access it uses exists) and
-            # before the endpoints stack, whose pruning apply would otherwise replace the serving generation at once.
-            rollout = checks.rollout()
-            if rollout is not None:
-                stack_steps.append(pipelines.StackSteps(stack=stage.endpoints, pre=[rollout]))
-            verify = checks.verify()
-            post: list[pipelines.Step] = [verify]
-            served = checks.served()  # gitops: what the controller applied, before the smoke prompts
-            if served is not None:
-                served.add_step_dependency(verify)
-                post.append(served)
-            smoke = checks.smoke()
-            if smoke is not None:
-                smoke.add_step_dependency(served or verify)
-                post.append(smoke)
-            fabric = checks.kv_fabric()
-            if fabric is not None:
-                fabric.add_step_dependency(smoke or verify)  # after the smoke prompts: a transfer to measure
-                post.append(fabric)
-            protected = protected_stack_names(stage)
-            if protected:  # right after the deployments, next to Verify: a failed check must not leave it off
-                post.append(TerminationProtection(self, f"Protection-{env.name}", env=env, stack_names=protected,
-                                                  qualifier=qualifier).step())
-            self.pipeline.add_stage(stage, pre=pre, post=post, stack_steps=stack_steps)
+        done: set[str] = set()
+        for wave_name, promotions in config.waves:
+            # a wave deploys its environments in parallel, each with its own checks (CDK Pipelines addWave)
+            target: Any = self.pipeline.add_wave(wave_name) if wave_name else self.pipeline
+            for promotion in promotions:
+                index = config.order.index(promotion.name)
+                stage = by_name[promotion.name]
+                env = stage.config
+                checks = EnvironmentChecks(self, f"Checks-{env.name}", pipeline=config, promotion=promotion, env=env,
+                                           source=source)
+                if stage.checks_role is None and promotion.checks_role_arn is None:
+                    # No lookup-role fallback: the steps would assume a role this stage does not create, and fail.
+                    cdk.Annotations.of(checks).add_warning_v2("hpdpd:no-checks-role", (
+                        f"{env.name}'s stages create no checks role ({env.checks_role_name}: the configuration carries no "
+                        f"trust for it) and pipeline.yaml names no checks_role_arn; its check steps cannot assume a role"))
+                pre: list[pipelines.Step] = []
+                if promotion.needs_approval(env):
+                    pre.append(pipelines.ManualApprovalStep("Approve", comment=_approval_comment(env, config.order[:index])))
+                # Preflight after the network stack (which holds the checks role it runs as) and before the platform stack
+                # (the HyperPod cluster and its GPUs): a pre-step of the platform stack, after the approval.
+                preflight = checks.preflight()
+                if pre:
+                    preflight.add_step_dependency(pre[-1])
+                stack_steps = [pipelines.StackSteps(stack=stage.platform, pre=[preflight])]
+                # The rollout runs after the network and platform stacks (so the operations access it uses exists) and
+                # before the endpoints stack, whose pruning apply would otherwise replace the serving generation at once.
+                rollout = checks.rollout()
+                if rollout is not None:
+                    stack_steps.append(pipelines.StackSteps(stack=stage.endpoints, pre=[rollout]))
+                verify = checks.verify()
+                post: list[pipelines.Step] = [verify]
+                served = checks.served()  # gitops: what the controller applied, before the smoke prompts
+                if served is not None:
+                    served.add_step_dependency(verify)
+                    post.append(served)
+                smoke = checks.smoke()
+                if smoke is not None:
+                    smoke.add_step_dependency(served or verify)
+                    post.append(smoke)
+                fabric = checks.kv_fabric()
+                if fabric is not None:
+                    fabric.add_step_dependency(smoke or verify)  # after the smoke prompts: a transfer to measure
+                    post.append(fabric)
+                protected = protected_stack_names(stage)
+                if protected:  # right after the deployments, next to Verify: a failed check must not leave it off
+                    post.append(TerminationProtection(self, f"Protection-{env.name}", env=env, stack_names=protected,
+                                                      qualifier=qualifier).step())
+                target.add_stage(stage, pre=pre, post=post, stack_steps=stack_steps)
+            done.update(p.name for p in promotions)
+            # each global gateway once all its members have passed their checks, before the next wave
+            for global_stage in attachable(global_stages, done, {p.name for p in promotions}):
+                self.pipeline.add_stage(global_stage)
         self.pipeline.build_pipeline()  # now, so that the generated roles exist to be acknowledged
         self._acknowledge_generated()
         self._bind_generated_trusts()

@@ -14,6 +14,16 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
+from hyperpod_dpd.catalogue.caches import (
+    AFFINITY_SOURCE,
+    IMAGE_CACHE_PATH,
+    MODEL_CACHE_RELEASE,
+    MODEL_CACHE_SOURCE,
+    NODE_AFFINITY_SCHEMA,
+    WEIGHTS_CACHE_AFFINITY_PATH,
+    WEIGHTS_CACHE_AFFINITY_RELEASE,
+    WEIGHTS_CACHE_PATH,
+)
 from hyperpod_dpd.catalogue.versions import AddonVersion, parse_addon_version
 
 INFERENCE_ADDON = "amazon-sagemaker-hyperpod-inference"
@@ -135,6 +145,9 @@ OPERATOR_RELEASES: Mapping[str, OperatorRelease] = MappingProxyType({r.operator:
     # aws/sagemaker-hyperpod-cli #464 (image v3.7, merged 2026-09-17) and #466 (chart 2.7.0)
     OperatorRelease("3.7", "v1.8.0-eksbuild.1", "2026-09-17", True,
                     "tolerations, lmcache.mode, operator priority class, CloudWatch log sidecar"),
+    # The add-on's v2.x line (v2.0.0-eksbuild.2 and later bundle the Inference Gateway) carries an operator release
+    # AWS has not published: its builds are in hyperpod_dpd/catalogue/gateway.py (GATEWAY_ADDON_BUILDS), selected
+    # with operator.addon_version, not rows here.
 )})
 DPD_MINIMUM_OPERATOR = "3.2"
 DPD_MINIMUM_ADDON = OPERATOR_RELEASES[DPD_MINIMUM_OPERATOR].addon
@@ -162,6 +175,9 @@ class CrdField:
     introduced: str
     source: str
     schema: Mapping[str, Any]
+    # True for a field the vendored CRD declares already but an endpoint section renders by patch (model_cache:
+    # hyperpod_dpd/catalogue/caches.py): gated and rendered like the others, not added to the schema.
+    declared: bool = False
 
 
 # The Kubernetes core Toleration, as controller-gen writes []corev1.Toleration into a CRD.
@@ -185,6 +201,11 @@ IEC_EXTENSION_FIELDS: Mapping[str, CrdField] = MappingProxyType({f.path: f for f
     CrdField("spec.lmcache", "3.7",
              "aws/sagemaker-hyperpod-cli #464: 'lmcache.mode (InProcess | MultiProcess)'",
              {"type": "object", "properties": {"mode": {"type": "string", "enum": ["InProcess", "MultiProcess"]}}}),
+    # The host-local caches (hyperpod_dpd/catalogue/caches.py has the sources): declared by the vendored 3.3 CRD, and
+    # the weights cache's node affinity of 3.5 (path inferred, UNCONFIRMED).
+    CrdField(WEIGHTS_CACHE_PATH, MODEL_CACHE_RELEASE, MODEL_CACHE_SOURCE, {}, declared=True),
+    CrdField(IMAGE_CACHE_PATH, MODEL_CACHE_RELEASE, MODEL_CACHE_SOURCE, {}, declared=True),
+    CrdField(WEIGHTS_CACHE_AFFINITY_PATH, WEIGHTS_CACHE_AFFINITY_RELEASE, AFFINITY_SOURCE, NODE_AFFINITY_SCHEMA),
 )})
 
 

@@ -19,6 +19,9 @@ from hyperpod_dpd.cli.output import (
     status_label,
     timeout_argument,
 )
+from hyperpod_dpd.config.global_gateway import has_global, read_global
+from hyperpod_dpd.ops.checks import Report
+from hyperpod_dpd.ops.global_preflight import global_checks
 from hyperpod_dpd.ops.ownership import with_ownership
 from hyperpod_dpd.ops.preflight import run_preflight
 
@@ -43,6 +46,10 @@ def run(args: argparse.Namespace) -> int:
     clients = factory_from_args(args, default_region=env.region, deadline=command_deadline(args.timeout))
     # then whether the names its stacks create already belong to another stack (hyperpod_dpd/ops/ownership.py)
     report = with_ownership(run_preflight(env, clients, strict=args.strict), env, clients)
+    # a member of a global inference gateway (global.yaml): its Region and load-balancer subnets, the home's quota
+    if has_global(getattr(args, "config_dir", None)):
+        gateways = read_global(getattr(args, "config_dir", None))
+        report = Report(checks=(*report.checks, *global_checks(env, gateways, clients)), strict=report.strict)
     if args.output == "json":
         print_json(report.to_json(environment=env.name, region=args.region or env.region))
     else:

@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
                                   timeout_seconds=args.timeout, **timing)
             result = promotion.run()
             ok, data = result.ok, result.to_json()
+            data["cold_start"] = cold_start_of(kube, endpoint)  # the new generation's (docs/cold-start.md)
     except ClusterNotFound as exc:  # the first deploy creates the cluster
         print(f"{exc.reason}: nothing to roll out", file=sys.stderr)
         return 0 if args.action != "status" else 1
@@ -204,6 +205,13 @@ def render_manifest(env: Any, endpoint: Any) -> dict[str, Any]:
     raise KeyError(f"the charts of {env.name} render no IEC {endpoint.resource_name}")
 
 
+def cold_start_of(kube: Any, endpoint: Any) -> dict[str, Any]:
+    """The cold-start phases of the endpoint's configured generation, as JSON (unknown with the reason when unread)."""
+    from hyperpod_dpd.ops.coldstart import read_cold_start
+
+    return read_cold_start(kube, namespace=endpoint.namespace, iec=endpoint.resource_name).to_json()
+
+
 def render(action: str, data: dict[str, Any]) -> None:
     rows = [(escape_cell(g["name"]), escape_cell(g["state"]), "yes" if g["serving"] else "",
              "yes" if g["desired"] else "", escape_cell(g.get("sagemaker_endpoint_name") or ""))
@@ -218,6 +226,10 @@ def render(action: str, data: dict[str, Any]) -> None:
                     title="room for the new generation")
     for step in data.get("steps", []):
         print(f"  {escape_cell(step)}")
+    if data.get("cold_start"):
+        from hyperpod_dpd.cli.wait import print_cold_starts
+
+        print_cold_starts([data["cold_start"]])
     for failure in data.get("failures", []):
         print(f"hpdpd: {failure}", file=sys.stderr)
     stream = sys.stdout if data["ok"] else sys.stderr

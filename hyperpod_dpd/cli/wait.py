@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
@@ -21,9 +22,11 @@ from hyperpod_dpd.cli.output import (
     escape_cell,
     load_environment_from_args,
     print_json,
+    print_table,
 )
 from hyperpod_dpd.cli.status import kubeconfig_argument
-from hyperpod_dpd.ops.endpoints import configured_endpoints, select_endpoints
+from hyperpod_dpd.ops.coldstart import ColdStart, json_rows, read_cold_start
+from hyperpod_dpd.ops.endpoints import EndpointLike, configured_endpoints, iec_name, select_endpoints
 from hyperpod_dpd.ops.kube import Kube
 from hyperpod_dpd.ops.wait import TARGETS, Backoff, Observation, WaitResult, probe_for, wait_for
 
@@ -97,19 +100,43 @@ def run(args: argparse.Namespace) -> int:
     # the last poll starts at --timeout at the latest and may take a tenth of it more (1 to FINAL_POLL_SECONDS s)
     final_poll = min(FINAL_POLL_SECONDS, max(1.0, args.timeout / 10))
     deadline = command_deadline(args.timeout + final_poll, "--timeout and its last poll")
+    kubectl = Kube.from_environment(args.kubeconfig, deadline=deadline)
     probe = probe_for(args.target, env, factory_from_args(args, default_region=env.region, deadline=deadline),
-                      endpoints=endpoints, kubectl=Kube.from_environment(args.kubeconfig, deadline=deadline))
+                      endpoints=endpoints, kubectl=kubectl)
     backoff = Backoff(initial_seconds=args.interval, max_seconds=max(args.interval, args.max_interval))
     with Progress(f"waiting for {args.target} of {env.name}") as progress:
         result = wait_for(probe, target=args.target, timeout_seconds=args.timeout, backoff=backoff,
                           on_poll=progress.update)
-    report(result, args.output)
+    cold = cold_starts(kubectl, endpoints) if args.target == "endpoint" else None
+    report(result, args.output, cold)
     return 0 if result.ok else 1
 
 
-def report(result: WaitResult, output: str) -> None:
+def cold_starts(kubectl: Kube, endpoints: tuple[EndpointLike, ...]) -> tuple[ColdStart, ...]:
+    """The cold-start phases of each endpoint's configured generation (none without a way to reach the cluster)."""
+    if kubectl.unavailable():
+        return ()
+    return tuple(read_cold_start(kubectl, namespace=e.namespace, iec=iec_name(e)) for e in endpoints)
+
+
+def print_cold_starts(cold: Sequence[Mapping[str, Any]]) -> None:
+    """One table per IEC (:meth:`ColdStart.to_json` each): every pod's phases with start, end and duration
+    (``unknown`` without evidence)."""
+    for item in cold:
+        title = escape_cell(f"cold start of {item['iec']} ({item['namespace']})")
+        if item.get("unknown"):
+            print(f"{title}: unknown ({escape_cell(item['unknown'])})")
+            continue
+        print_table(("Role", "Pod", "Phase", "Start", "End", "Duration", "Detail"),
+                    [tuple(escape_cell(cell) for cell in row) for row in json_rows(item)], title=title)
+
+
+def report(result: WaitResult, output: str, cold: tuple[ColdStart, ...] | None = None) -> None:
     if output == "json":
-        print_json(result.to_json())
+        data = result.to_json()
+        if cold is not None:
+            data["cold_start"] = [c.to_json() for c in cold]
+        print_json(data)
         return
     if result.outcome == "ready":
         print(f"{result.target} ready after {result.elapsed_seconds:.0f} s: {result.state}")
@@ -117,3 +144,4 @@ def report(result: WaitResult, output: str) -> None:
         print(f"hpdpd: {result.target} failed: {result.state}: {result.message}", file=sys.stderr)
     else:
         print(f"hpdpd: timed out waiting for {result.target}: {result.message}", file=sys.stderr)
+    print_cold_starts([c.to_json() for c in cold or ()])

@@ -28,7 +28,9 @@ from hyperpod_dpd.catalogue.operator import (
 from hyperpod_dpd.config.base import join
 from hyperpod_dpd.config.capacity import ratio_issues, role_capacity_issues
 from hyperpod_dpd.config.endpoint_fields import GENERATION_LENGTH as GENERATION_LENGTH  # re-exported
+from hyperpod_dpd.config.endpoint_gateway_checks import gateway_environment_issues, gateway_issues
 from hyperpod_dpd.config.endpoint_image import image_issues, image_warnings
+from hyperpod_dpd.config.endpoint_kv_checks import kv_issues
 from hyperpod_dpd.config.endpoint_pods import (
     BLOCKING_EFFECTS,
     TOLERATIONS_RELEASE,
@@ -110,8 +112,10 @@ def _local_issues(e: EndpointFields, path: str) -> Iterator[Issue]:
                     f"must equal the {other} image ({e.role_image(other)}): prefiller and decoder must run the "
                     "same image (the IEC has one worker.image; LMCache and NIXL versions must match)")
     yield from _environment_variable_issues(e, path)
+    yield from gateway_issues(e, path)  # routing.tier and gateway (endpoint_gateway_checks)
     yield from _s3_key_issues(e, path)
     yield from rollout_issues(e, path)
+    yield from e.model_cache.issues(e.instance_type, join(path, "model_cache"))  # docs/cold-start.md
     for where, args in (("args", e.args), ("prefill.args", e.prefill.args), ("decode.args", e.decode.args)):
         yield from managed_flag_issues(join(path, where), args)
     for role in DPD_ROLES:
@@ -187,6 +191,8 @@ def _environment_issues(e: EndpointFields, root: Any, path: str) -> Iterator[Iss
                     f"a production router must admit known sources only: {problem}; list the load balancer's or "
                     "clients' ranges (e.g. the VPC CIDR)")
     yield from operator_issues(e, root.operator.version, path)
+    yield from gateway_environment_issues(e, root, path)  # routing.tier: gateway (endpoint_gateway_checks)
+    yield from kv_issues(e, root.operator.version, root, path)  # kv_cache: docs/kv-cache.md
     yield from _taint_issues(e, root, path)
     zone = e.topology.availability_zone
     if zone is not None and zone != root.network.gpu_availability_zone:

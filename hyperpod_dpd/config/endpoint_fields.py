@@ -33,6 +33,9 @@ from hyperpod_dpd.catalogue.operator import router_service as operator_router_se
 from hyperpod_dpd.config.alerts import SloConfig
 from hyperpod_dpd.config.base import AvailabilityZoneRef, Model
 from hyperpod_dpd.config.endpoint_autoscaling import AutoScalingConfig
+from hyperpod_dpd.config.endpoint_cache import ModelCacheConfig
+from hyperpod_dpd.config.endpoint_gateway import GatewayConfig, RoutingTier
+from hyperpod_dpd.config.endpoint_kv import IecOverrides, KvCacheConfig
 from hyperpod_dpd.config.endpoint_model import ModelConfig
 from hyperpod_dpd.config.endpoint_router import (
     RouterConfig,
@@ -103,6 +106,7 @@ class DecodeConfig(RoleConfig):
 class RoutingConfig(Model):
     threshold: int = DEFAULT_ROUTING_THRESHOLD
     strategy: RoutingStrategy = "prefixaware"
+    tier: RoutingTier = "dpd-router"  # "gateway": the Inference Gateway (endpoint_gateway; docs/gateway.md)
 
     @field_validator("threshold")
     @classmethod
@@ -178,6 +182,8 @@ class EndpointFields(Model):
     routing: RoutingConfig = RoutingConfig()
     pd_buffer_size: int = Field(default=DEFAULT_PD_BUFFER_SIZE, ge=1)
     l1_cache: bool = True
+    kv_cache: KvCacheConfig | None = None  # L1 and L2 tiers (docs/kv-cache.md); set it or l1_cache, not both
+    overrides: IecOverrides = Field(default_factory=dict)  # IEC JSON pointer -> value, checked on the CRD schema
     environment: dict[str, str] = Field(default_factory=dict)
     args: tuple[str, ...] = ()
     invocation_path: UrlPath = DEFAULT_INVOCATION_PATH
@@ -190,11 +196,13 @@ class EndpointFields(Model):
     slo: SloConfig = SloConfig()  # the alert thresholds (docs/monitoring.md)
     tls: TlsConfig | None = None
     router: RouterConfig = RouterConfig()
+    gateway: GatewayConfig | None = None  # with routing.tier: gateway (hyperpod_dpd.config.endpoint_gateway)
     rollout: RolloutConfig = RolloutConfig()  # blue/green: SageMaker name per generation, drain (docs/endpoints.md)
     # Fields of later operators (hyperpod_dpd.catalogue.operator.IEC_EXTENSION_FIELDS has the release of each).
     tolerations: tuple[Toleration, ...] | None = None  # None: one per taint of the endpoint's instance groups
     lmcache: LmCacheConfig | None = None
     pod_annotations: PodAnnotations = Field(default_factory=dict)
+    model_cache: ModelCacheConfig = ModelCacheConfig()  # weights on local NVMe, image pre-pulled (docs/cold-start.md)
 
     @field_validator("instance_type")
     @classmethod

@@ -84,4 +84,7 @@ def iec_extensions(endpoint: EndpointFields) -> tuple[IecExtension, ...]:
         found.append(IecExtension("spec.tolerations", "tolerations", tolerations, tolerations))
     if endpoint.lmcache is not None:
         found.append(IecExtension("spec.lmcache", "lmcache.mode", endpoint.lmcache.mode, {"mode": endpoint.lmcache.mode}))
+    # model_cache (hyperpod_dpd.config.endpoint_cache): the weights cache pinned to the pods' nodes, the image cache
+    selectors: dict[str, dict[str, str]] = {role: endpoint.node_selector(role) for role in DPD_ROLES}
+    found.extend(IecExtension(*row) for row in endpoint.model_cache.extensions(selectors))
     return tuple(found)

@@ -36,6 +36,7 @@ from hyperpod_dpd.config.endpoint_fields import RoutingConfig as RoutingConfig
 from hyperpod_dpd.config.endpoint_fields import RoutingStrategy as RoutingStrategy
 from hyperpod_dpd.config.endpoint_fields import TlsConfig as TlsConfig
 from hyperpod_dpd.config.endpoint_fields import TopologyConfig as TopologyConfig
+from hyperpod_dpd.config.endpoint_kv_checks import kv_warnings
 from hyperpod_dpd.config.endpoint_model import FsxSource as FsxSource  # re-exported: the model sources were here
 from hyperpod_dpd.config.endpoint_model import HuggingFaceSource as HuggingFaceSource
 from hyperpod_dpd.config.endpoint_model import ModelConfig as ModelConfig
@@ -83,7 +84,7 @@ class EndpointConfig(EndpointFields):
     def warnings(self, path: str = "") -> list[Issue]:
         """Valid but doubtful choices, where the docs say DPD will not pay off or may not work, under ``path``
         (``endpoints[0]`` in an environment); what the endpoint cannot run is an error of :meth:`issues`."""
-        return endpoint_warnings(self, path)
+        return [*endpoint_warnings(self, path), *kv_warnings(self, path)]
 
 
 def parse_endpoint(data: Mapping[str, Any], *, source: str = "endpoint") -> EndpointConfig:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from hyperpod_dpd.catalogue.instances import DPD_INSTANCE_TYPES, INSTANCE_TYPES, SYSTEM_INSTANCE_TYPES
+from hyperpod_dpd.catalogue.kv_tiers import TIERED_STORAGE_PERCENT_MAX, TIERED_STORAGE_PERCENT_MIN
 from hyperpod_dpd.catalogue.operator import DPD_ROLES
 from hyperpod_dpd.config.base import AvailabilityZoneRef, Model, join
 from hyperpod_dpd.config.dependencies_chart import DependenciesChart
@@ -103,6 +104,34 @@ class GroupAutoScaling(Model):
         if low is not None and value < low:
             raise ValueError(f"must be at least min_nodes ({low})")
         return value
+
+
+class TieredStorage(Model):
+    """``hyperpod.tiered_storage``: the cluster's ``TieredStorageConfig`` (``AWS::SageMaker::Cluster``), the memory
+    daemon behind the managed ``tieredstorage`` L2 KV cache (hyperpod_dpd.catalogue.kv_tiers). ``enabled: false``
+    renders mode ``Disable``, which removes the daemon; ``memory_percent`` is ``InstanceMemoryAllocationPercentage``
+    (0-100, the CloudFormation schema), the share of each instance's memory the tier takes. Both update the cluster
+    in place (neither is create-only)."""
+
+    enabled: bool = True
+    memory_percent: int | None = Field(default=None, ge=TIERED_STORAGE_PERCENT_MIN, le=TIERED_STORAGE_PERCENT_MAX)
+
+    @model_validator(mode="after")
+    def _stated(self) -> TieredStorage:
+        if self.enabled and self.memory_percent is None:
+            raise ValueError("set memory_percent, the share of instance memory the tier takes "
+                             f"(InstanceMemoryAllocationPercentage, {TIERED_STORAGE_PERCENT_MIN}-"
+                             f"{TIERED_STORAGE_PERCENT_MAX}); AWS documents no default")
+        return self
+
+    @property
+    def mode(self) -> Literal["Enable", "Disable"]:
+        return "Enable" if self.enabled else "Disable"
+
+    @property
+    def provides_memory(self) -> bool:
+        """Whether the cluster runs the tier with memory of its own (a ``tieredstorage`` L2 needs it)."""
+        return self.enabled and bool(self.memory_percent)
 
 
 def allowed_types(role: str | None) -> tuple[str, Mapping[str, Any]]:
@@ -269,6 +298,7 @@ class HyperPodConfig(Model):
     dependencies_chart: DependenciesChart
     lifecycle_bucket_name: str | None = None
     autoscaling: ClusterAutoScaling | None = None
+    tiered_storage: TieredStorage | None = None  # the managed L2 KV tier's memory (docs/kv-cache.md)
     instance_groups: tuple[InstanceGroup, ...] = Field(min_length=1, max_length=100)
 
     def issues(self, root: Any, path: str) -> Iterator[Issue]:

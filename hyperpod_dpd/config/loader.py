@@ -85,8 +85,9 @@ def parse_environment(data: Any, *, name: str, source: str, base_dir: Path) -> E
     return env
 
 
-# Files in config/ that are not environments: pipeline.yaml configures the promotion pipeline (hpdpd.config.pipeline).
-RESERVED_NAMES = ("pipeline",)
+# Files in config/ that are not environments: pipeline.yaml configures the promotion pipeline (hpdpd.config.pipeline),
+# global.yaml the global inference gateways (hpdpd.config.global_gateway).
+RESERVED_NAMES = ("pipeline", "global")
 
 
 def selected_environments() -> list[str] | None:

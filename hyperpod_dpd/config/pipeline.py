@@ -47,6 +47,9 @@ Repository = Annotated[str, pattern(
     r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+", "'owner/name' of the Git repository (GitLab groups: 'group/sub/name')")]
 Branch = Annotated[str, pattern(
     r"(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/-]+(?<![/.])", "a Git branch name such as 'main'")]
+# A wave names a CodePipeline stage: 1-100 characters of [A-Za-z0-9.@_-] (CodePipeline API Reference, StageDeclaration
+# name); environments' own stage names follow the same rule.
+WaveName = Annotated[str, pattern(r"[A-Za-z0-9.@_-]{1,100}", "1-100 letters, digits and . @ _ - (a CodePipeline stage name)")]
 PipelineName = Annotated[str, pattern(
     r"[A-Za-z0-9][A-Za-z0-9-]{0,39}", "1-40 letters, digits and hyphens, starting with a letter or digit")]
 
@@ -73,6 +76,9 @@ class PromotionConfig(Model):
     # environment's checks runner (docs/pipeline.md, "The checks role").
     checks_role_arn: RoleArn | None = None
     wait_timeout_minutes: int = Field(default=90, ge=5, le=180)
+    # None: a wave of its own. Consecutive environments of one wave deploy in parallel (CDK Pipelines' addWave), each
+    # with its own checks; the next wave starts once every environment of this one has passed them.
+    wave: WaveName | None = None
 
     def needs_approval(self, environment: EnvironmentConfig) -> bool:
         return environment.production if self.approval is None else self.approval
@@ -98,6 +104,17 @@ class PipelineConfig(Model):
     @property
     def order(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.environments)
+
+    @property
+    def waves(self) -> tuple[tuple[str | None, tuple[PromotionConfig, ...]], ...]:
+        """The promotion order in waves: (wave name or None for an environment of its own, its environments)."""
+        groups: list[tuple[str | None, list[PromotionConfig]]] = []
+        for promotion in self.environments:
+            if promotion.wave is not None and groups and groups[-1][0] == promotion.wave:
+                groups[-1][1].append(promotion)
+            else:
+                groups.append((promotion.wave, [promotion]))
+        return tuple((name, tuple(group)) for name, group in groups)
 
     def promotion(self, environment: str) -> PromotionConfig:
         return next(p for p in self.environments if p.name == environment)
@@ -130,7 +147,12 @@ class PipelineConfig(Model):
             yield Issue(join(path, "source.connection_arn"), self.source.connection_arn,
                         f"a connection serves only pipelines of its own account; create it in the pipeline account {self.account}")
         first: dict[str, int] = {}
+        seen_waves = [name for name, _ in self.waves if name is not None]
         for i, promotion in enumerate(self.environments):
+            if promotion.wave is not None and seen_waves.count(promotion.wave) > 1:
+                yield Issue(join(join(join(path, "environments"), i), "wave"), promotion.wave,
+                            "its environments are not consecutive in the order; list a wave's environments together")
+                seen_waves.remove(promotion.wave)
             where = join(join(path, "environments"), i)
             if promotion.name in first:
                 yield Issue(join(where, "name"), promotion.name,
@@ -138,6 +160,9 @@ class PipelineConfig(Model):
                             "promoted once, in one place of the order")
                 continue
             first[promotion.name] = i
+            if promotion.wave is not None and promotion.wave in self.order:
+                yield Issue(join(where, "wave"), promotion.wave, "is the name of an environment; a wave and an "
+                            "environment both name a pipeline stage")
             if len(self.checks_role_name(promotion.name)) > MAX_ROLE_NAME:
                 yield Issue(join(where, "name"), promotion.name,
                             f"the checks role name {self.checks_role_name(promotion.name)!r} would exceed "

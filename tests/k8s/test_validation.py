@@ -41,7 +41,9 @@ def _error(manifest: Manifest) -> str:
 
 def test_the_vendored_crd_provides_both_served_versions() -> None:
     assert set(crd_schemas()) == {("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig"),
-                                  ("inference.sagemaker.aws.amazon.com/v1alpha1", "InferenceEndpointConfig")}
+                                  ("inference.sagemaker.aws.amazon.com/v1alpha1", "InferenceEndpointConfig"),
+                                  # derived from AWS's CRD reference (k8s/crds/SOURCES.md; tests/k8s/test_gateway.py)
+                                  ("inference.sagemaker.aws.amazon.com/v1alpha1", "InferenceGatewayConfig")}
 
 
 def test_a_rendered_endpoint_is_valid(iec_manifest: Manifest) -> None:

@@ -53,13 +53,16 @@ def test_supports_compares_releases_numerically(operator: str, introduced: str, 
 
 def test_fields_beyond_the_vendored_crd_name_a_later_release_a_source_and_a_shape() -> None:
     # GIVEN the table of IEC fields newer than the vendored CRD (operator 3.3)
-    assert set(IEC_EXTENSION_FIELDS) == {"spec.tolerations", "spec.lmcache", "spec.kubernetes.podTemplateAnnotations"}
+    assert set(IEC_EXTENSION_FIELDS) == {"spec.tolerations", "spec.lmcache", "spec.kubernetes.podTemplateAnnotations",
+                                         "spec.modelCacheConfig.weightsCache", "spec.modelCacheConfig.imageCache",
+                                         "spec.modelCacheConfig.weightsCache.nodeAffinity"}
     for path, field in IEC_EXTENSION_FIELDS.items():
         # THEN each row is keyed by its path, comes from a known release after 3.2, cites its source and has a type
+        # (or, for a field the vendored 3.3 CRD declares already, the CRD's own shape)
         assert field.path == path and path.startswith("spec.")
         assert field.introduced in OPERATOR_RELEASES and not supports("3.2", field.introduced)
-        assert "sagemaker-hyperpod-cli #4" in field.source
-        assert field.schema["type"] in {"object", "array"}
+        assert "sagemaker-hyperpod-cli" in field.source
+        assert field.schema["type"] in {"object", "array"} if not field.declared else field.schema == {}
     assert (IEC_EXTENSION_FIELDS["spec.tolerations"].introduced, IEC_EXTENSION_FIELDS["spec.lmcache"].introduced,
             IEC_EXTENSION_FIELDS["spec.kubernetes.podTemplateAnnotations"].introduced) == ("3.7", "3.7", "3.6")
     assert IEC_EXTENSION_FIELDS["spec.lmcache"].schema["properties"]["mode"]["enum"] == ["InProcess", "MultiProcess"]

@@ -1,0 +1,214 @@
+"""GlobalInferenceGateway: a SageMaker Global Inference Gateway as a custom resource (SageMaker has no CloudFormation
+type for it: cfn-lint 1.58's schemas, ../shared/docs/stack-truth.md), with its execution role.
+
+The handler (``handlers/global_gateway/index.py``) runs in aws-cdk-lib's Provider framework, which polls
+``is_complete`` until the gateway is ``ACTIVE`` and its members are what the configuration says; its permissions are
+the exact SageMaker actions it calls (botocore 1.44.8, ``sagemaker`` service-2) on this account's global inference
+gateways in the home Region, ``DescribeCluster`` on the members' Regions, and ``iam:PassRole`` on the execution role
+alone, only to SageMaker.
+
+Not confirmed by any page read (so kept minimal, and said so in docs/global.md):
+
+* the resource types each action authorizes: the gateway's ARN ends in a random 12-character id
+  (GlobalInferenceGatewayArn), so the gateway actions are scoped to ``global-inference-gateway/*`` of the home Region
+  and account; ``CreateGlobalInferenceGateway``, ``AddInferenceGateway`` and ``RemoveInferenceGateway`` name
+  clusters, so they are also allowed on the member Regions' ``cluster/*`` (the clusters' ids are HyperPod's);
+* the execution role's trust and permissions: the model says only that it is "the IAM role that the global inference
+  gateway assumes to access your SageMaker HyperPod clusters", "in your account and partition". The role trusts
+  ``sagemaker.amazonaws.com`` bound to this account's SageMaker resources (:func:`source_conditions.sagemaker`) and may
+  only ``DescribeCluster`` in the members' Regions; a synthesis warning says so, and ``execution_role_arn`` in
+  ``global.yaml`` brings a role of one's own instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import custom_resources as cr
+from constructs import Construct, IConstruct
+
+from hyperpod_dpd.infra import checkov, nag, source_conditions
+from hyperpod_dpd.infra.arns import arn
+from hyperpod_dpd.infra.autoscaling_ready import (
+    FRAMEWORK_FUNCTION_SKIPS,
+    LOG_GROUP_SKIPS,
+    STATE_MACHINE_POLICY_SKIPS,
+    STATE_MACHINE_SKIPS,
+)
+
+HANDLER_DIR = Path(__file__).parent / "handlers" / "global_gateway"
+RESOURCE_TYPE = "Custom::GlobalInferenceGateway"
+SAGEMAKER = "sagemaker.amazonaws.com"
+# The calls of the handler (botocore 1.44.8, sagemaker service-2, operations of the same names).
+GATEWAY_ACTIONS = tuple(f"sagemaker:{a}" for a in (
+    "CreateGlobalInferenceGateway", "DescribeGlobalInferenceGateway", "UpdateGlobalInferenceGateway",
+    "DeleteGlobalInferenceGateway", "AddInferenceGateway", "RemoveInferenceGateway", "ListInferenceGateways"))
+CLUSTER_ACTIONS = tuple(f"sagemaker:{a}" for a in (
+    "CreateGlobalInferenceGateway", "AddInferenceGateway", "RemoveInferenceGateway"))
+DESCRIBE_CLUSTER = "sagemaker:DescribeCluster"
+PASS_ROLE = "iam:PassRole"  # noqa: S105 - an IAM action, not a secret
+RUNTIME = lambda_.Runtime.PYTHON_3_14  # the newest Python runtime aws-cdk-lib 2.275 knows (cdk-nag AwsSolutions-L1)
+HANDLER_TIMEOUT = cdk.Duration.minutes(2)  # up to 10 DescribeCluster calls and one change per poll
+# CloudFormation waits at most one hour (ServiceTimeout 1-3600 s); the framework gives up five minutes earlier, so the
+# failure it reports is its own. A gateway's create, each member's addition and the routing update share the hour.
+SERVICE_TIMEOUT = cdk.Duration.hours(1)
+TOTAL_TIMEOUT = cdk.Duration.minutes(55)
+QUERY_INTERVAL = cdk.Duration.seconds(30)
+FRAMEWORK = "aws-cdk-lib's custom-resource Provider framework, which runs the global gateway's handler"
+FUNCTION_SKIPS = {
+    "CKV_AWS_115": "deployment-time handler invoked by CloudFormation (through the Provider framework) only; reserved "
+                   "concurrency would only add a failure mode in accounts with a low concurrency quota",
+    "CKV_AWS_116": "called synchronously by the Provider framework; a failure fails the CloudFormation request with "
+                   "its message, a dead-letter queue would never receive it",
+    "CKV_AWS_117": "calls only SageMaker's API; nothing in a VPC",
+}
+ROLE_UNCONFIRMED = "hpdpd:global-gateway-execution-role"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Member:
+    """One in-cluster gateway: the HyperPod cluster (by name, in its Region) and its InferenceGatewayConfig."""
+
+    environment: str
+    region: str
+    cluster_name: str
+    namespace: str
+    name: str
+
+    def properties(self) -> dict[str, str]:
+        return {"Environment": self.environment, "Region": self.region, "ClusterName": self.cluster_name,
+                "Namespace": self.namespace, "Name": self.name}
+
+
+class GlobalInferenceGateway(Construct):
+    """The gateway ``name`` in this stack's account and Region with ``members`` and ``weights``.
+
+    Attributes: ``resource`` (the custom resource: ``Arn``, ``Id``, ``EndpointUrl`` as attributes), ``execution_role``
+    (None with ``execution_role_arn``), ``execution_role_arn``, ``handler_role``, ``policy`` (the handler's).
+
+    Args:
+        name: the gateway's name (GlobalInferenceGatewayName). No default.
+        members: 1-10 members (GlobalInferenceGatewayMembers). No default.
+        weights: ``Routing.Weights`` by their API names; empty: SageMaker's defaults. Default: none.
+        execution_role_arn: a role of one's own in this account; None creates one. Default: None.
+        removal_policy: of the handler's log groups. Default: DESTROY.
+        log_retention: of the handler's log groups. Default: one year.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, name: str, members: Sequence[Member],
+                 weights: Mapping[str, float] | None = None, execution_role_arn: str | None = None,
+                 removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
+                 log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR) -> None:
+        if not 1 <= len(members) <= 10:
+            raise ValueError(f"a global inference gateway has 1-10 members, not {len(members)}")
+        bad = sorted(set(weights or {}) - {"KVHeadroom", "QueueDepth", "RegionProximity", "ErrorRate"})
+        if bad or any(not 0.0 <= float(w) <= 1.0 for w in (weights or {}).values()):
+            raise ValueError(f"weights must be KVHeadroom, QueueDepth, RegionProximity, ErrorRate in [0, 1]: {weights}")
+        super().__init__(scope, id)
+        regions = sorted({m.region for m in members})
+        clusters = [arn(self, "sagemaker", "cluster/*", region=r) for r in regions]
+        self.execution_role: iam.Role | None = None
+        if execution_role_arn is None:
+            self.execution_role = iam.Role(
+                self, "ExecutionRole", assumed_by=source_conditions.service_principal(
+                    SAGEMAKER, source_conditions.sagemaker(self)),
+                description=f"Assumed by the global inference gateway {name} to reach its HyperPod clusters")
+            statement = iam.PolicyStatement(sid="DescribeMemberClusters", actions=[DESCRIBE_CLUSTER], resources=clusters)
+            policy = iam.Policy(self, "ExecutionPolicy", statements=[statement])
+            policy.attach_to_role(self.execution_role)
+            nag.acknowledge_wildcards(policy, [statement], {"DescribeMemberClusters": (
+                "HyperPod cluster ARNs end in an id HyperPod assigns (cluster/<12 characters>); scoped to this "
+                "account and the members' Regions")})
+            cdk.Annotations.of(self.execution_role).add_warning_v2(ROLE_UNCONFIRMED, (
+                f"the execution role of global gateway {name}: no AWS page read states its trust or permissions; it "
+                "trusts sagemaker.amazonaws.com for this account's SageMaker resources and may only DescribeCluster. "
+                "If the gateway fails to reach its clusters, set execution_role_arn in global.yaml (docs/global.md)"))
+            execution_role_arn = self.execution_role.role_arn
+        self.execution_role_arn = execution_role_arn
+        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=removal_policy)
+        self.handler_role = iam.Role(self, "HandlerRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                                     description=f"Creates, reconciles and deletes the global inference gateway {name}")
+        self.log_group.grant_write(self.handler_role)
+        statements = [
+            iam.PolicyStatement(sid="ManageTheGateway", actions=list(GATEWAY_ACTIONS),
+                                resources=[arn(self, "sagemaker", "global-inference-gateway/*")]),
+            iam.PolicyStatement(sid="NameMemberClusters", actions=[DESCRIBE_CLUSTER, *CLUSTER_ACTIONS],
+                                resources=clusters),
+            iam.PolicyStatement(sid="PassTheExecutionRole", actions=[PASS_ROLE], resources=[execution_role_arn],
+                                conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER}}),
+        ]
+        self.policy = iam.Policy(self, "HandlerPolicy", statements=statements)
+        self.policy.attach_to_role(self.handler_role)
+        nag.acknowledge_wildcards(self.policy, statements, {
+            "ManageTheGateway": "a global inference gateway's ARN ends in an id SageMaker assigns at creation "
+                                "(global-inference-gateway/<12 characters>); scoped to this account and Region",
+            "NameMemberClusters": "HyperPod cluster ARNs end in an id HyperPod assigns; scoped to this account and the "
+                                  "members' Regions"})
+        code = lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"])
+        self.functions = {key: lambda_.Function(
+            self, key, runtime=RUNTIME, code=code, handler=f"index.{entry}", role=self.handler_role,
+            timeout=HANDLER_TIMEOUT, log_group=self.log_group, memory_size=256,
+            description=f"{RESOURCE_TYPE} {entry} ({name})")
+            for key, entry in (("OnEvent", "on_event"), ("IsComplete", "is_complete"))}
+        for function in self.functions.values():
+            function.node.add_dependency(self.policy)
+        waiter_logs = logs.LogGroup(self, "WaiterLogs", retention=log_retention, removal_policy=removal_policy)
+        self.provider = cr.Provider(
+            self, "Provider", on_event_handler=self.functions["OnEvent"],
+            is_complete_handler=self.functions["IsComplete"], query_interval=QUERY_INTERVAL,
+            total_timeout=TOTAL_TIMEOUT, log_group=self.log_group, disable_waiter_state_machine_logging=False,
+            waiter_state_machine_log_options=cr.LogOptions(destination=waiter_logs, level=sfn.LogLevel.ALL,
+                                                            include_execution_data=True))
+        properties: dict[str, Any] = {
+            "Name": name, "Region": cdk.Stack.of(self).region, "ExecutionRoleArn": execution_role_arn,
+            "Members": [m.properties() for m in members]}
+        if weights:
+            properties["Routing"] = {"Weights": {k: str(float(v)) for k, v in weights.items()}}
+        self.resource = cdk.CustomResource(self, "Resource", service_token=self.provider.service_token,
+                                           resource_type=RESOURCE_TYPE, service_timeout=SERVICE_TIMEOUT,
+                                           properties=properties)
+        self._acknowledge(waiter_logs)
+
+    def _acknowledge(self, waiter_logs: logs.LogGroup) -> None:
+        """cdk-nag and checkov findings on the handler and on the framework aws-cdk-lib builds for it."""
+        for function in self.functions.values():
+            checkov.skip_all(_cfn(function), FUNCTION_SKIPS)
+        for group in (self.log_group, waiter_logs):
+            checkov.skip_all(_cfn(group), LOG_GROUP_SKIPS)
+        for name in ("framework-onEvent", "framework-isComplete", "framework-onTimeout"):
+            framework_function = self.provider.node.find_child(name)
+            nag.acknowledge_generated_function(framework_function,
+                                               f"{FRAMEWORK}; its Node.js runtime is chosen by aws-cdk-lib")
+            checkov.skip_all(_cfn(framework_function), FRAMEWORK_FUNCTION_SKIPS)
+            role = framework_function.node.find_child("ServiceRole")
+            nag.acknowledge_managed_policies(role, {
+                "service-role/AWSLambdaBasicExecutionRole": f"{FRAMEWORK}; aws-cdk-lib gives its functions this "
+                                                            "policy to write their logs"})
+            nag.acknowledge_generated_policy(role.node.try_find_child("DefaultPolicy"),
+                                             f"{FRAMEWORK}; it invokes every version of the handler's functions")
+        waiter = self.provider.node.find_child("waiter-state-machine")
+        waiter_policy = waiter.node.find_child("Role").node.try_find_child("DefaultPolicy")
+        nag.acknowledge_generated_policy(waiter_policy, f"{FRAMEWORK}; its state machine invokes every version of the "
+                                         "framework functions and delivers its execution logs, which supports no "
+                                         "resource scope")
+        assert waiter_policy is not None
+        checkov.skip_all(_cfn(waiter_policy), STATE_MACHINE_POLICY_SKIPS)
+        nag.acknowledge(waiter, "AwsSolutions-SF2", f"{FRAMEWORK}: aws-cdk-lib builds the state machine and offers "
+                                                    "no tracing setting; every execution is logged in full instead")
+        checkov.skip_all(_cfn(waiter), STATE_MACHINE_SKIPS)
+        source_conditions.bind_trust(waiter.node.find_child("Role"), "states.amazonaws.com",  # type: ignore[arg-type]
+                                     source_conditions.step_functions(self))
+
+
+def _cfn(construct: IConstruct) -> cdk.CfnResource:
+    resource = construct.node.default_child
+    assert isinstance(resource, cdk.CfnResource), construct.node.path
+    return resource

@@ -1,0 +1,131 @@
+"""The KV cache tiers in the rendered IEC (``kvCacheSpec``), and the typed override path
+(``DisaggregatedEndpoint.add_override``, ``overrides:``, ``add_json_patch`` on ``/spec/...``), each manifest checked
+against the CRD's openAPIV3Schema and kubernetes-validate (k8s/validation.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import cdk8s
+import pytest
+
+from hyperpod_dpd.catalogue.kv_tiers import REDIS_ISSUE_URL
+from hyperpod_dpd.config.endpoints import EndpointConfig
+from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.k8s.endpoint import DisaggregatedEndpoint
+from hyperpod_dpd.k8s.validation import manifest_issues
+
+Manifest = dict[str, Any]
+K8S = "1.33"
+TIERED = {"l2": {"backend": "tieredstorage"}}
+
+
+def _iec(manifests: list[Manifest]) -> Manifest:
+    (iec,) = [m for m in manifests if m["kind"] == "InferenceEndpointConfig"]
+    assert manifest_issues(iec, kubernetes_version=K8S) == []  # the CRD schema, undeclared fields included
+    return iec
+
+
+@pytest.fixture(scope="module")
+def tiered(synth: Callable[..., list[Manifest]], make_endpoint: Callable[..., EndpointConfig]) -> Manifest:
+    return _iec(synth(lambda chart: DisaggregatedEndpoint(chart, "E", endpoint=make_endpoint(kv_cache=TIERED))))
+
+
+def test_a_tiered_storage_l2_renders_enable_l2_and_its_backend(tiered: Manifest) -> None:
+    assert tiered["spec"]["kvCacheSpec"] == {"enableL1Cache": True, "enableL2Cache": True,
+                                             "l2CacheSpec": {"l2CacheBackend": "tieredstorage"}}
+
+
+def test_kv_cache_l1_alone_renders_like_l1_cache(synth: Callable[..., list[Manifest]],
+                                                 make_endpoint: Callable[..., EndpointConfig]) -> None:
+    iec = _iec(synth(lambda chart: DisaggregatedEndpoint(chart, "E", endpoint=make_endpoint(kv_cache={"l1": False}))))
+    assert iec["spec"]["kvCacheSpec"] == {"enableL1Cache": False}
+
+
+def test_redis_is_refused_before_the_endpoint_joins_the_tree(make_endpoint: Callable[..., EndpointConfig]) -> None:
+    chart = cdk8s.Testing.chart()
+    endpoint = make_endpoint(kv_cache={"l2": {"backend": "redis", "url": "redis://cache:6379"}})
+    with pytest.raises(ConfigError) as raised:
+        DisaggregatedEndpoint(chart, "E", endpoint=endpoint, operator_version="3.2")
+    assert len(str(raised.value).splitlines()) == 1
+    assert str(raised.value).startswith("endpoint llama: kv_cache.l2.backend: 'redis': is ignored by operator 3.2")
+    assert REDIS_ISSUE_URL in str(raised.value)
+    assert chart.node.try_find_child("E") is None
+
+
+def test_the_issue_case_a_json_patch_on_spec_renders_instead_of_crashing(
+        synth: Callable[..., list[Manifest]], make_endpoint: Callable[..., EndpointConfig]) -> None:
+    # GIVEN the escape hatch of the issue: a JSON patch on the IEC's spec
+    def build(chart: cdk8s.Chart) -> None:
+        endpoint = DisaggregatedEndpoint(chart, "E", endpoint=make_endpoint())
+        endpoint.resource.add_json_patch(cdk8s.JsonPatch.add("/spec/kvCacheSpec/enableL2Cache", True))
+    # WHEN it synthesizes THEN the patch lands in the rendered spec (no TypeError), and the manifest validates
+    assert _iec(synth(build))["spec"]["kvCacheSpec"] == {"enableL1Cache": True, "enableL2Cache": True}
+
+
+def test_add_override_sets_enable_l2_and_creates_missing_parents(
+        synth: Callable[..., list[Manifest]], make_endpoint: Callable[..., EndpointConfig]) -> None:
+    def build(chart: cdk8s.Chart) -> None:
+        endpoint = DisaggregatedEndpoint(chart, "E", endpoint=make_endpoint())
+        endpoint.add_override("/spec/kvCacheSpec/enableL2Cache", True)
+        endpoint.add_override("/spec/kvCacheSpec/l2CacheSpec/l2CacheBackend", "tieredstorage")
+        endpoint.add_override("/spec/loadBalancer/idleTimeoutSeconds", 120)
+    spec = _iec(synth(build))["spec"]
+    assert spec["kvCacheSpec"] == {"enableL1Cache": True, "enableL2Cache": True,
+                                   "l2CacheSpec": {"l2CacheBackend": "tieredstorage"}}
+    assert spec["loadBalancer"] == {"healthCheckPath": "/health", "idleTimeoutSeconds": 120}
+
+
+def test_overrides_of_the_configuration_are_applied(synth: Callable[..., list[Manifest]],
+                                                    make_endpoint: Callable[..., EndpointConfig]) -> None:
+    endpoint = make_endpoint(overrides={"/spec/kvCacheSpec/enableL2Cache": True})
+    iec = _iec(synth(lambda chart: DisaggregatedEndpoint(chart, "E", endpoint=endpoint)))
+    assert iec["spec"]["kvCacheSpec"]["enableL2Cache"] is True
+
+
+@pytest.mark.parametrize(("path", "value", "expected"), [
+    ("/spec/kvCacheSpec/enableL3Cache", True,
+     "endpoint llama: add_override: /spec/kvCacheSpec/enableL3Cache: 'enableL3Cache': is not a field of "
+     "spec.kvCacheSpec in the InferenceEndpointConfig CRD schema; allowed there: cacheConfigFile, enableL1Cache, "
+     "enableL2Cache, l2CacheSpec"),
+    ("/spec/kvCacheSpec/enableL2Cache", "yes",
+     "endpoint llama: add_override: /spec/kvCacheSpec/enableL2Cache: 'yes': the CRD schema refuses it: 'yes' is not "
+     "of type 'boolean'"),
+    ("/spec/loadBalancer/idleTimeoutSeconds", 5000,
+     "endpoint llama: add_override: /spec/loadBalancer/idleTimeoutSeconds: 5000: the CRD schema refuses it: 5000 is "
+     "greater than the maximum of 4000"),
+    ("/spec/kvCacheSpec/l2CacheSpec", {"l2CacheBackend": "tieredstorage", "size": 3},
+     "endpoint llama: add_override: /spec/kvCacheSpec/l2CacheSpec/size: 'size': is not a field of the CRD schema; "
+     "allowed here: l2CacheBackend, l2CacheLocalUrl"),
+    ("/metadata/name", "x", "must be a JSON pointer into the IEC's spec"),
+])
+def test_add_override_refuses_an_unknown_path_or_a_wrong_value(make_endpoint: Callable[..., EndpointConfig],
+                                                               path: str, value: Any, expected: str) -> None:
+    endpoint = DisaggregatedEndpoint(cdk8s.Testing.chart(), "E", endpoint=make_endpoint())
+    with pytest.raises(ConfigError) as raised:
+        endpoint.add_override(path, value)
+    assert len(str(raised.value).splitlines()) == 1
+    assert expected in str(raised.value)
+
+
+def test_add_override_refuses_the_redis_backend_the_operator_does_not_honour(
+        make_endpoint: Callable[..., EndpointConfig]) -> None:
+    endpoint = DisaggregatedEndpoint(cdk8s.Testing.chart(), "E", endpoint=make_endpoint(), operator_version="3.2")
+    with pytest.raises(ConfigError, match="sets l2CacheBackend 'redis', which is ignored by operator 3.2"):
+        endpoint.add_override("/spec/kvCacheSpec/l2CacheSpec/l2CacheBackend", "redis")
+
+
+def test_an_unknown_override_of_the_configuration_names_its_field(make_endpoint: Callable[..., EndpointConfig]) -> None:
+    endpoint = make_endpoint(overrides={"/spec/notAField": 1})
+    with pytest.raises(ConfigError, match=r"endpoint llama: overrides\['/spec/notAField'\]: /spec/notAField"):
+        DisaggregatedEndpoint(cdk8s.Testing.chart(), "E", endpoint=endpoint)
+
+
+def test_a_json_patch_that_cannot_apply_points_to_add_override(make_endpoint: Callable[..., EndpointConfig]) -> None:
+    chart = cdk8s.Testing.chart()
+    endpoint = DisaggregatedEndpoint(chart, "E", endpoint=make_endpoint())
+    endpoint.resource.add_json_patch(cdk8s.JsonPatch.replace("/spec/noSuchBlock/field", 1))
+    # THEN synthesis stops with the toolkit's message (jsii carries it as a RuntimeError out of its callback)
+    with pytest.raises((ConfigError, RuntimeError), match="a JSON patch does not apply.*add_override"):
+        cdk8s.Testing.synth(chart)
