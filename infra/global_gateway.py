@@ -22,12 +22,16 @@ Not confirmed by any page read (so kept minimal, and said so in docs/global.md):
 
 from __future__ import annotations
 
+import functools
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
+import botocore
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -45,6 +49,14 @@ from hyperpod_dpd.infra.autoscaling_ready import (
 )
 
 HANDLER_DIR = Path(__file__).parent / "handlers" / "global_gateway"
+# The Global Inference Gateway API is newer than the boto3 a Lambda runtime may bundle (the runtimes' SDK versions lag
+# the SDK: https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html, "Runtime-included SDK versions"), so the
+# asset carries the SageMaker service model of the pinned botocore and points the runtime's botocore at it:
+# AWS_DATA_PATH paths are searched before botocore's own data (botocore/loaders.py, create_loader and
+# Loader.__init__: extra_search_paths first), so the runtime's client has these operations whatever its version.
+MODEL_FILE = Path("sagemaker") / "2017-07-24" / "service-2.json.gz"
+MODELS_DIR = "models"  # inside the asset; /var/task is where Lambda puts a zip function's code (LAMBDA_TASK_ROOT)
+DATA_PATH = f"/var/task/{MODELS_DIR}"
 RESOURCE_TYPE = "Custom::GlobalInferenceGateway"
 SAGEMAKER = "sagemaker.amazonaws.com"
 # The calls of the handler (botocore 1.44.8, sagemaker service-2, operations of the same names).
@@ -152,10 +164,11 @@ class GlobalInferenceGateway(Construct):
                                 "(global-inference-gateway/<12 characters>); scoped to this account and Region",
             "NameMemberClusters": "HyperPod cluster ARNs end in an id HyperPod assigns; scoped to this account and the "
                                   "members' Regions"})
-        code = lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"])
+        code = lambda_.Code.from_asset(str(staged_handler()), exclude=["__pycache__", "*.pyc"])
         self.functions = {key: lambda_.Function(
             self, key, runtime=RUNTIME, code=code, handler=f"index.{entry}", role=self.handler_role,
             timeout=HANDLER_TIMEOUT, log_group=self.log_group, memory_size=256,
+            environment={"AWS_DATA_PATH": DATA_PATH},
             description=f"{RESOURCE_TYPE} {entry} ({name})")
             for key, entry in (("OnEvent", "on_event"), ("IsComplete", "is_complete"))}
         for function in self.functions.values():
@@ -212,3 +225,15 @@ def _cfn(construct: IConstruct) -> cdk.CfnResource:
     resource = construct.node.default_child
     assert isinstance(resource, cdk.CfnResource), construct.node.path
     return resource
+
+
+@functools.cache
+def staged_handler() -> Path:
+    """The handler's asset: ``index.py`` and, under ``models/``, the installed botocore's SageMaker model (once per
+    process; the asset's hash follows the model, so a botocore upgrade redeploys the handler)."""
+    staged = Path(tempfile.mkdtemp(prefix="hpdpd-global-gateway-"))
+    shutil.copy2(HANDLER_DIR / "index.py", staged / "index.py")
+    model = staged / MODELS_DIR / MODEL_FILE
+    model.parent.mkdir(parents=True)
+    shutil.copy2(Path(botocore.__file__).parent / "data" / MODEL_FILE, model)
+    return staged

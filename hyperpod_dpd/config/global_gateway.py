@@ -21,8 +21,10 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 
+from hyperpod_dpd.catalogue.gateway import DPD_BEHIND_GATEWAY_DOCUMENTED, DPD_GATEWAY_REASON
 from hyperpod_dpd.config.base import AccountId, Model, Region, join, pattern
 from hyperpod_dpd.config.eks_existing import partition_of
+from hyperpod_dpd.config.endpoint_gateway import gateway_reference
 from hyperpod_dpd.config.environment import EnvironmentConfig
 from hyperpod_dpd.config.files import display_path, present
 from hyperpod_dpd.config.loader import config_dir as resolve_config_dir
@@ -142,20 +144,11 @@ class GlobalConfig(Model):
 
 
 def _gateway_reference(endpoint: Any) -> tuple[str, str] | str:
-    """(namespace, name) of the endpoint's in-cluster gateway (``InferenceGatewayConfig``), or why there is none.
-
-    The gateway tier (``routing.tier: gateway``) and ``gateway_reference`` live in
-    ``hyperpod_dpd.config.endpoint_gateway``; until that module exists no endpoint can be a member, and the
-    configuration is refused with that reason rather than guessed."""
-    try:
-        from hyperpod_dpd.config import endpoint_gateway  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:
-        return ("the in-cluster gateway tier (routing.tier: gateway, hyperpod_dpd/config/endpoint_gateway.py) is not "
-                "available in this version of the toolkit, so no endpoint can join a global gateway")
-    if getattr(getattr(endpoint, "routing", None), "tier", None) != "gateway":
-        return "does not use the gateway tier; set routing.tier: gateway on the endpoint"
-    namespace, name = endpoint_gateway.gateway_reference(endpoint)
-    return str(namespace), str(name)
+    """(namespace, name) of the endpoint's in-cluster gateway (``InferenceGatewayConfig``), or why there is none."""
+    if endpoint.routing.tier != "gateway":
+        reason = "" if DPD_BEHIND_GATEWAY_DOCUMENTED else f", which a DPD endpoint cannot use yet: {DPD_GATEWAY_REASON}"
+        return f"does not use the gateway tier (routing.tier: gateway){reason}"
+    return gateway_reference(endpoint)
 
 
 def member_reference(gateway: GlobalGatewayConfig, member: MemberConfig, env: EnvironmentConfig,

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from cfnlint.api import ManualArgs, lint
 
+from hyperpod_dpd.catalogue.gateway import DPD_GATEWAY_REASON
 from hyperpod_dpd.config import global_gateway
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra.global_gateway import CLUSTER_ACTIONS, GATEWAY_ACTIONS, RESOURCE_TYPE
@@ -62,7 +63,8 @@ def test_the_fixture_endpoints_are_refused_as_members_with_the_reason() -> None:
     # THEN each member is one line naming the file, the field and what to set
     lines = str(refused.value).splitlines()
     assert lines == [f"tests/fixtures/global/global.yaml: gateways[0].members[{i}].endpoint: 'llama-3-3-70b': does "
-                     "not use the gateway tier; set routing.tier: gateway on the endpoint" for i in (0, 1)]
+                     "not use the gateway tier (routing.tier: gateway), which a DPD endpoint cannot use yet: "
+                     f"{DPD_GATEWAY_REASON}" for i in (0, 1)]
 
 
 def test_the_gateway_stack_lives_in_the_home_account_and_region(assembly: Path) -> None:
@@ -158,3 +160,30 @@ def test_the_gateway_template_passes_cfn_lint(assembly: Path) -> None:
     unknown = {m.message.split("'")[1] for m in matches if m.rule.id == "W3037"}
     assert unknown == new_actions - {"describecluster"}
     assert [f"{m.rule.id} {m.message}" for m in matches if m.rule.id != "W3037"] == []
+
+
+def test_the_handler_brings_the_sagemaker_model_its_runtime_may_lack(assembly: Path) -> None:
+    from botocore.loaders import Loader
+
+    from hyperpod_dpd.infra.global_gateway import DATA_PATH, MODEL_FILE, MODELS_DIR
+
+    artifact, template = _stack(assembly)
+    nested = assembly / _artifacts(assembly)["assembly-global-llama-global"]["properties"]["directoryName"]
+    handlers = [r for r in _resources(template, "AWS::Lambda::Function")
+                if r["Properties"].get("Handler") in ("index.on_event", "index.is_complete")]
+    # THEN both handler functions point the runtime's botocore at the asset's models
+    assert len(handlers) == 2
+    assert all(h["Properties"]["Environment"]["Variables"]["AWS_DATA_PATH"] == DATA_PATH for h in handlers)
+    # AND their asset holds the pinned botocore's SageMaker model, byte for byte
+    (key,) = {h["Properties"]["Code"]["S3Key"] for h in handlers}
+    (manifest,) = nested.glob(f"{artifact['properties']['templateFile'].removesuffix('.template.json')}.assets.json")
+    asset = json.loads(manifest.read_text())["files"][key.removesuffix(".zip")]["source"]["path"]
+    bundled = nested / asset / MODELS_DIR / MODEL_FILE
+    installed = Path(__import__("botocore").__file__).parent / "data" / MODEL_FILE
+    assert bundled.read_bytes() == installed.read_bytes()
+    # AND a botocore loader searching that path first (as AWS_DATA_PATH makes it) loads it, with the gateway's calls
+    model, path = Loader(extra_search_paths=[str(nested / asset / MODELS_DIR)]).load_data_with_path(
+        "sagemaker/2017-07-24/service-2")
+    assert Path(path).resolve().is_relative_to((nested / asset).resolve())
+    assert {"CreateGlobalInferenceGateway", "AddInferenceGateway", "DeleteGlobalInferenceGateway"} <= set(
+        model["operations"])

@@ -20,7 +20,8 @@ Every call, field and value is SageMaker's in botocore 1.44.8 (``sagemaker`` ser
 * A member's ``ClusterArn`` (``arn:...:cluster/<12-char id>``) is resolved from its cluster name with
   ``DescribeCluster`` in the member's Region (the id is HyperPod's, not derivable from the name).
 
-The physical id is the gateway's ARN. Runs on AWS Lambda with the runtime's boto3; no print, the framework logs.
+The physical id is the gateway's ARN. Runs on AWS Lambda with the runtime's boto3 and, through AWS_DATA_PATH, the SageMaker model
+of the botocore the toolkit pins (infra/global_gateway.py, staged_handler); no print, the framework logs.
 """
 
 from __future__ import annotations
