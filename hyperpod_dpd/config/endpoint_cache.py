@@ -108,6 +108,13 @@ class ModelCacheConfig(Model):
                         f"store (types with one: {', '.join(LOCAL_NVME_GB)})")
 
 
+# What to do instead when the operator release is too old for a field (hyperpod_dpd.config.endpoint_checks)
+RELEASE_HINTS: Mapping[str, str] = {
+    "model_cache.weights_cache.pin_to_groups": "; or set it to false to cache the weights without node affinity "
+                                               "(operator 3.3 and later)",
+}
+
+
 def node_affinity(selectors: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
     """Required node affinity matching any of ``selectors`` (one ORed term per distinct selector, its labels ANDed)."""
     terms: list[dict[str, Any]] = []

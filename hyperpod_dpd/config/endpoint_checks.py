@@ -27,6 +27,7 @@ from hyperpod_dpd.catalogue.operator import (
 )
 from hyperpod_dpd.config.base import join
 from hyperpod_dpd.config.capacity import ratio_issues, role_capacity_issues
+from hyperpod_dpd.config.endpoint_cache import RELEASE_HINTS
 from hyperpod_dpd.config.endpoint_fields import GENERATION_LENGTH as GENERATION_LENGTH  # re-exported
 from hyperpod_dpd.config.endpoint_gateway_checks import gateway_environment_issues, gateway_issues
 from hyperpod_dpd.config.endpoint_image import image_issues, image_warnings
@@ -65,7 +66,8 @@ def operator_issues(endpoint: EndpointFields, operator: str, path: str, *,
         introduced = IEC_EXTENSION_FIELDS[field.path].introduced
         if not supports(operator, introduced):
             yield Issue(join(path, field.key), field.value,
-                        f'needs operator {introduced} or later ({setting} is "{operator}")')
+                        f'needs operator {introduced} or later ({setting} is "{operator}")'
+                        f'{RELEASE_HINTS.get(field.key, "")}')
 
 
 def managed_flag_issues(path: str, args: tuple[str, ...] | list[str]) -> Iterator[Issue]:

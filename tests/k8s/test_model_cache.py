@@ -60,8 +60,10 @@ def test_the_pinned_weights_cache_below_3_5_is_refused_in_one_line(write_config:
         load_environment("dev", write_config(_dev("3.4", BOTH)))
     message = str(raised.value)
     assert len(message.splitlines()) == 1
+    # AND it says what runs on this release instead
     assert message.endswith('endpoints[0].model_cache.weights_cache.pin_to_groups: true: needs operator 3.5 or later '
-                            '(operator.version is "3.4")')
+                            '(operator.version is "3.4"); or set it to false to cache the weights without node '
+                            'affinity (operator 3.3 and later)')
 
 
 def test_below_3_3_each_cache_is_refused_naming_its_release(write_config: Callable[..., Path]) -> None:
