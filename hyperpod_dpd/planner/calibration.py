@@ -24,13 +24,13 @@ class Calibration:
     # Calibrated: NVIDIA NIM 1.8.0 benchmark, Llama-3.3-70B FP8 TP2 on 2 x H100, 5,000 input tokens, concurrency 1:
     # TTFT 406.77 ms (docs.nvidia.com/nim/benchmarking/llm, "Performance"). Fraction of the FP8 (or FP4) dense peak
     # the GEMMs reach; attention stays at the BF16 rate.
-    low_precision_efficiency: float = 0.566
+    low_precision_efficiency: float = 0.567
     # Calibrated: llm-d's peakPrefillThroughput of 33,821 tok/s for gpt-oss-120b (5.1B active) on one H200 per TP1
     # pod (llm-d guides, llm-d/llm-d) = 0.35 of dense BF16 peak. Grouped expert GEMMs run well below dense ones.
     moe_prefill_efficiency: float = 0.35
     # Calibrated: the same NIM benchmark, 500 input / 2,000 output tokens at concurrency 1: ITL 18.91 ms, i.e. the
     # weights (35 GB per H100) and KV read at this share of 3.35 TB/s, plus the TP all-reduces.
-    hbm_efficiency: float = 0.613
+    hbm_efficiency: float = 0.612
     # Measured: NIXL's own benchmark (nixlbench, UCX backend, 16 MiB blocks) moved 341 of 400 Gbit/s, 85% of the NIC
     # line rate (ai-dynamo/nixl pull request #1647). Perplexity's TransferEngine reached the full 400 Gbit/s per GPU
     # on AWS EFA (arXiv 2510.27656): the line rate is reachable, and 0.85 is the NIXL path's share of it.
@@ -39,7 +39,7 @@ class Calibration:
     # (kernels do not overlap them perfectly). Fitted on TensorRT-LLM's offline Llama-3.1-8B FP8 ISL 128 / OSL 2048
     # on one H200: 26,221 output tok/s (NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md @00f37686), the
     # table's largest decode batch, where both matter. hyperpod_dpd/planner/fit.py refits every calibrated constant.
-    overlap_loss: float = 0.681
+    overlap_loss: float = 0.680
     # Assumed 0: a fixed per-step cost outside the kernels (scheduling, sampling, launch). Fitted on vLLM's nightly
     # H200 latency test (Llama-3 8B TP1, 8 x 32 / 128: 834 ms, buildkite.com/vllm/performance-benchmark build 9513) it
     # comes out at 1.2 ms, and then the held-out H100 run of the same test goes from +3% to +12% and the H200
@@ -67,7 +67,7 @@ class Calibration:
     # Calibrated: engine time the decoder spends per KV block it receives (connector bookkeeping, descriptor handling
     # and completion polling on the engine loop), fitted to Dynamo's disaggregated ITL of 16.9 ms at ISL 8000 once the
     # join step's HBM traffic is counted.
-    join_s_per_block: float = 152e-6
+    join_s_per_block: float = 151e-6
     # Documented: LMCache lands KV in the PD buffer, then copies it into vLLM's paged cache (a read and a write per
     # byte on top of the DMA write); NixlConnector writes into the paged cache directly (0).
     pd_buffer_copies: int = 1
@@ -79,7 +79,10 @@ class Calibration:
     nvlink_efficiency: float = 0.8
     allreduce_latency_s: float = 10e-6
     # Documented default: vLLM's --max-num-batched-tokens for the OpenAI server on GPUs with >= 70 GiB
-    # (vllm/engine/arg_utils.py, get_batch_defaults). The chunk a colocated engine adds to one step.
+    # (vllm/engine/arg_utils.py, get_batch_defaults). The chunk a colocated engine adds to one step. Dynamo's vLLM
+    # worker builds its engine under that usage context (ai-dynamo/dynamo components/src/dynamo/vllm/main.py
+    # @000a36a7, setup_vllm_engine: create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)), so its H100
+    # workers chunk at 8192 unless given --max-num-batched-tokens.
     chunk_tokens: int = 8192
     # Documented default: vLLM's --max-num-seqs for the OpenAI server on GPUs with >= 70 GiB that are not A100s
     # (vllm-project/vllm vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults: 1024; 256 on smaller GPUs). The

@@ -8,6 +8,11 @@ second, the engine spends ``sum(rate_i * stall_i)`` on those extra step lengths,
     TPOT = t_decode(B) / (1 - rho_interference),   B = rate x (output - 1) x TPOT   (Little's law)
 
 Waiting for a local prefill slot follows Pollaczek-Khinchine (M/G/1) on the prefill work.
+
+That fixed point holds when requests arrive at a rate of their own (open loops, offline runs, a DPD decoder whose
+prompts are prefilled elsewhere). In a closed loop of C users a colocated engine is solved by ``closed_loop_engine``
+instead: a user waiting for its first token is one user fewer in the decode batch, so the steps that carry a prefill
+chunk run fewer decoders than the bare decode steps.
 """
 
 from __future__ import annotations
@@ -156,6 +161,56 @@ def decode_engine(costs: StepCosts, *, rate: float, local: LocalClasses, decode_
     if not math.isfinite(best.tpot):
         return None
     return _engine(best, best_batch)
+
+
+def closed_loop_engine(costs: StepCosts, *, rate: float, users: float, local: LocalClasses, decode_context: float,
+                       steps_per_request: float, kv_slots: float) -> Engine | None:
+    """A colocated engine inside a closed loop of ``users`` (each sends its next request when the last one ends).
+
+    vLLM's scheduler is decode-first: each step it schedules every running request's next token, then fills what is
+    left of the step's token budget (``max_num_batched_tokens``, ``chunk_tokens`` here) with the waiting prompts, a
+    chunk at a time (vllm-project/vllm ``vllm/v1/core/sched/scheduler.py`` @00024d31, ``Scheduler.schedule``: "First,
+    schedule the RUNNING requests", then the WAITING queue). So a step without a chunk means no prompt is waiting,
+    and in a closed loop the users waiting for their first token are exactly those not decoding:
+
+    * a decode-only step runs all ``U = min(users, KV slots)`` users (the KV cache and ``max_num_seqs``, through
+      ``kv_slots``, cap it);
+    * a step carrying a chunk runs ``B_stall = U - Q / phi`` decoders, where ``Q = rate x (wait + service)`` users
+      are in prefill (Little) and ``phi`` is the share of time in chunk steps, so the queue sits in those steps;
+    * tokens come out at ``(1 - phi) x U / step(U) + chunk steps per second x B_stall``, and TPOT is the decoding
+      users, ``U - Q``, over that (Little). The outer closed-loop solve (``serving``) makes that supply equal
+      ``rate x (output - 1)``.
+
+    The wait for a prefill is the Pollaczek-Khinchine mean on the prefill work, as in ``decode_engine`` (the finite
+    population bounds only the TTFT tail, ``serving._System._finish``). A chunk's service depends (weakly) on the
+    batch it rides with, so the split is iterated three times. ``None`` when the prefill work alone fills the
+    engine or, with more users than it admits, it cannot emit the tokens the rate needs; ``serving`` uses
+    ``decode_engine`` for open loops, offline runs and loads past the KV cache or ``max_num_seqs``.
+    """
+    running = min(users, kv_slots / decode_context)
+    if running <= 0.0:
+        return None
+    chunk_steps = sum(class_rate * len(pieces) for class_rate, pieces in local)
+    bare = _state(costs, running, decode_context=decode_context, local=(), joins=Joins())
+    stalled, wait, phi = running, 0.0, 0.0
+    state = bare
+    for _ in range(3):  # the services depend (weakly) on the batch they carry
+        state = _state(costs, stalled, decode_context=decode_context, local=local, joins=Joins())
+        phi = state.prefill_busy
+        if phi >= 1.0:
+            return None
+        wait = state.second_moment / (2 * (1.0 - phi)) if phi else 0.0
+        stalled = max(0.0, running - (rate * wait + phi) / phi) if phi else running
+    supply = (1.0 - phi) * running / bare.step + chunk_steps * stalled
+    if supply <= 0.0 or (users > running and rate * steps_per_request > supply * (1 + 1e-9)):
+        return None  # a full engine cannot emit the tokens this rate needs
+    decoding = (1.0 - phi) * running + phi * stalled
+    stalls = Stalls()
+    if state.stall_rate > 0:
+        stalls = Stalls(rate=state.stall_rate, mean_s=state.stall_busy / state.stall_rate,
+                        second_s2=state.stall_second / state.stall_rate)
+    return Engine(tpot=decoding / supply, step=bare.step, local_services=state.services, local_wait=wait,
+                  max_step=max(state.max_step, bare.step), batch=decoding, prefill_busy=phi, stalls=stalls)
 
 
 def _engine(state: _State, batch: float) -> Engine:

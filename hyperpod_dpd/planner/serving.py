@@ -1,10 +1,11 @@
 """Steady-state model of both serving modes: colocated replicas and a disaggregated prefill/decode layout.
 
-Each decode engine is solved by ``engine.decode_engine``. In DPD a prompt at or above the routing threshold goes to a
-prefill replica (its own M/G/1 queue), its KV crosses EFA (only the tail a layer-wise transfer cannot hide reaches
-TTFT, plus a fixed hand-off cost), waits for a slot in the decoder's PD buffer when that is full (M/M/c, Erlang C),
-and joins the decoder's batch, costing the decoder its join (HBM traffic and connector work). Shorter prompts are
-prefilled locally on the decoder. A closed loop of C users is solved for its request rate on
+Each decode engine is solved by ``engine.decode_engine``; a colocated replica in a closed loop (``--concurrency``)
+by ``engine.closed_loop_engine``, which splits the users between the prefill queue and the decode batch. In DPD a
+prompt at or above the routing threshold goes to a prefill replica (its own M/G/1 queue), its KV crosses EFA (only
+the tail a layer-wise transfer cannot hide reaches TTFT, plus a fixed hand-off cost), waits for a slot in the
+decoder's PD buffer when that is full (M/M/c, Erlang C), and joins the decoder's batch, costing the decoder its join
+(HBM traffic and connector work). Shorter prompts are prefilled locally on the decoder. A closed loop of C users is solved for its request rate on
 ``rate x response_time(rate) = C``; when the decoder's KV cache is what runs out, the excess users queue and that
 wait is added to TTFT. Every point carries its latency distributions (``tails.Spread``) for P50/P99 and SLOs.
 """
@@ -18,7 +19,7 @@ from functools import cached_property
 from hyperpod_dpd.catalogue.instances import InstanceSpec
 from hyperpod_dpd.catalogue.models import ModelSpec
 from hyperpod_dpd.planner.calibration import Calibration
-from hyperpod_dpd.planner.engine import Engine, Joins, decode_engine
+from hyperpod_dpd.planner.engine import Engine, Joins, closed_loop_engine, decode_engine
 from hyperpod_dpd.planner.formulas import (
     cached_tokens,
     chunks,
@@ -114,7 +115,7 @@ class _System:
     mean_output: float
     outputs: tuple[tuple[int, float], ...]
 
-    def evaluate(self, rate: float) -> _Eval | None:  # pragma: no cover - abstract
+    def evaluate(self, rate: float, users: float | None = None) -> _Eval | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _response(self, point: Point) -> float:
@@ -141,7 +142,7 @@ class _System:
 
     def at_concurrency(self, users: float) -> Point:
         """Closed loop: ``users`` clients that each send their next request when the previous one finishes."""
-        probe = self.evaluate(1e-9)
+        probe = self.evaluate(1e-9, users)
         if probe is None:
             return _saturated(0.0, users)
         # f(rate) = rate x response(rate) - users rises with the rate; bracket it, then regula falsi (Illinois)
@@ -152,7 +153,7 @@ class _System:
         side = 0
         for _ in range(_MAX_STEPS):
             middle = (low + high) / 2 if f_high is None else (low * f_high - high * f_low) / (f_high - f_low)
-            found = self.evaluate(middle)
+            found = self.evaluate(middle, users)
             if found is None:
                 high, f_high, side = middle, None, 0
             else:
@@ -224,12 +225,18 @@ class Colocated(_System):
         self.decode_context = workload.decode_context
         self.mean_output = workload.outputs.mean
         self.outputs = workload.outputs.points
+        self.offline = workload.offline
 
-    def evaluate(self, rate: float) -> _Eval | None:
+    def evaluate(self, rate: float, users: float | None = None) -> _Eval | None:
         share = rate / self.nodes
-        engine = decode_engine(self.costs, rate=share, local=tuple((share * p, c) for p, c in self.classes),
-                               decode_context=self.decode_context, steps_per_request=self.mean_output - 1,
-                               kv_slots=self.slots)
+        local = tuple((share * p, c) for p, c in self.classes)
+        if users is None or self.offline or users / self.nodes > self.slots / self.decode_context:
+            engine = decode_engine(self.costs, rate=share, local=local, decode_context=self.decode_context,
+                                   steps_per_request=self.mean_output - 1, kv_slots=self.slots)
+        else:
+            engine = closed_loop_engine(self.costs, rate=share, users=users / self.nodes, local=local,
+                                        decode_context=self.decode_context, steps_per_request=self.mean_output - 1,
+                                        kv_slots=self.slots)
         if engine is None:
             return None
         boundary = _boundary(engine)
@@ -293,7 +300,7 @@ class Disaggregated(_System):
         self.mean_output = workload.outputs.mean
         self.outputs = workload.outputs.points
 
-    def evaluate(self, rate: float) -> _Eval | None:
+    def evaluate(self, rate: float, users: float | None = None) -> _Eval | None:
         per_prefill = rate / self.prefill
         busy = per_prefill * self.service
         if busy >= 1.0:

@@ -16,15 +16,18 @@ ROWS = {row.measurement.key: row for row in rows()}
 # for relative changes. They are the errors the model has today (docs/planner.md, "Calibration"), rounded up; a
 # change that worsens them fails here. The TensorRT-LLM and Mooncake rows are bounded per bucket below.
 HELD_OUT_BOUNDS = {
-    "dynamo-itl-aggregated": 0.36,  # the colocated prefill stall is overestimated (38.6 vs 28.5 ms)
-    "dynamo-tput-aggregated": 0.05,
+    "dynamo-itl-aggregated": 0.30,  # the colocated prefill stall is overestimated (36.9 vs 28.5 ms)
+    # 0.06, not the 0.031 of the open-loop engine rounded up: the closed-loop engine (engine.closed_loop_engine)
+    # splits the 10 users between prefill and decode, so the colocated engine emits 215 instead of 210 tok/s
+    # (published 204) while its ITL and P95 TTFT come closer; the H100 bucket bounds of test_published hold
+    "dynamo-tput-aggregated": 0.06,
     "dynamo-tput-disaggregated": 0.07,
-    "dynamo-p95-aggregated": 0.46,  # vLLM's aggregated queue has a longer tail than M/G/1 predicts
+    "dynamo-p95-aggregated": 0.43,  # vLLM's aggregated queue has a longer tail than M/G/1 predicts
     "dynamo-p95-disaggregated": 0.03,
-    "dynamo-gain-1000": 9.5, "dynamo-gain-2000": 16.5, "dynamo-gain-4000": 14.0, "dynamo-gain-8000": 3.0,
-    "dynamo-itl-change-1000": 5.0, "dynamo-itl-change-2000": 10.0, "dynamo-itl-change-4000": 16.5,
-    "dynamo-itl-change-8000": 15.5,
-    "nim-ttft-500-c1": 0.22, "nim-itl-5000-c1": 0.07, "nim-ttft-5000-c5": 0.17, "nim-itl-5000-c5": 0.09,
+    "dynamo-gain-1000": 7.5, "dynamo-gain-2000": 14.0, "dynamo-gain-4000": 10.5, "dynamo-gain-8000": 0.5,
+    "dynamo-itl-change-1000": 3.0, "dynamo-itl-change-2000": 8.0, "dynamo-itl-change-4000": 14.0,
+    "dynamo-itl-change-8000": 13.5,
+    "nim-ttft-500-c1": 0.22, "nim-itl-5000-c1": 0.07, "nim-ttft-5000-c5": 0.17, "nim-itl-5000-c5": 0.06,
     "nim-ttft-5000-c25": 0.08, "nim-itl-5000-c25": 0.11, "nim-ttft-5000-c50": 0.07, "nim-itl-5000-c50": 0.13,
     "nim-tput-5000-c50": 0.11, "transferengine-efa-peak": 0.20, "p5en-line-rate": 0.0,
     # vLLM's nightly latency tests (8 x 32 in / 128 out, BF16): the decode step on H100 and H200
@@ -118,7 +121,7 @@ def test_disaggregation_gains_grow_with_the_prompt_as_measured() -> None:
     assert itl == sorted(itl, reverse=True)
 
 
-@pytest.mark.xfail(strict=True, reason="measured +9.1 pp at ISL 1000 (published 0) since the v3 overlap loss; "
+@pytest.mark.xfail(strict=True, reason="measured +7.2 pp at ISL 1000 (published 0) since the v3 overlap loss; "
                                        "the planner overstates DPD's gain on short prompts")
 def test_disaggregation_is_about_even_at_one_thousand_tokens() -> None:
     assert abs(ROWS["dynamo-gain-1000"].predicted) < 3
