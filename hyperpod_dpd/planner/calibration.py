@@ -57,10 +57,21 @@ class Calibration:
     # Calibrated: Dynamo's disaggregated path added 37 ms to the unqueued TTFT (173 -> 210 ms); the bulk transfer at
     # the efficiency above and the decoder's first step explain all but this (router hop, hand-off, notifications).
     transfer_fixed_s: float = 0.00434
-    # Assumed: LMCache's layer-wise mode (use_layerwise) pipelines each layer's KV behind the prefill of the next, so
-    # only the tail that cannot overlap reaches TTFT (Splitwise, ISCA'24, section 4.2). The operator's LMCache
-    # configuration is not public; False adds the whole bulk transfer to TTFT.
-    transfer_layerwise: bool = True
+    # Documented (code): LMCache's PD path is not layer-wise. Its layer-wise storer is built without the request's
+    # disagg spec ("TODO (Jiayi): need to make layerwise storing compatible with disagg spec", LMCache/LMCache
+    # lmcache/integration/vllm/vllm_v1_adapter.py @0043281d, save_kv_layer); the PD send runs in wait_for_save, after
+    # the step's forward, as lmcache_engine.store(..., transfer_spec=disagg_spec). So the whole bulk transfer follows
+    # the prefill. True pipelines each layer's KV behind the next layer's prefill (Splitwise, ISCA'24, section 4.2).
+    transfer_layerwise: bool = False
+    # Documented (code): the PD send holds the prefiller's engine. vLLM calls the connector's wait_for_save at the
+    # end of every step's forward, before the step returns (vllm-project/vllm
+    # vllm/v1/worker/kv_connector_model_runner_mixin.py @00f4240e, _get_kv_connector_output), and LMCache's sender
+    # does its remote allocation (ZMQ request/reply), the NIXL write and the proxy notification synchronously there
+    # (LMCache/LMCache lmcache/v1/storage_backend/pd_backend.py @07e07869, PDBackend.batched_submit_put_task: "TODO
+    # make this async"). So the copy into the sender's PD buffer and the bulk transfer add to the prefiller's service
+    # time, and the next prompt waits for them. vLLM's NixlConnector does nothing in wait_for_save (the decoder pulls
+    # the blocks; vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py, wait_for_save): False there.
+    transfer_holds_prefiller: bool = True
     # Documented default: LMCache moves KV in chunks of 256 tokens (chunk_size, LMCache configuration reference);
     # vLLM's NixlConnector moves vLLM blocks of 16 tokens (the Dynamo measurement).
     connector_block_tokens: int = 256
@@ -115,7 +126,8 @@ _NOTES: Mapping[str, str] = MappingProxyType({
     "step_overhead_s": "assumed: 0; a fit on vLLM's H200 latency test (1.2 ms) worsens the held-out H100 rows",
     "efa_messages_per_s_per_interface": "calibrated lower bound: Dynamo ISL 8000 disaggregated TTFT 210 ms, 64 KiB blocks",
     "transfer_fixed_s": "calibrated: Dynamo unqueued TTFT 173 ms aggregated vs 210 ms disaggregated",
-    "transfer_layerwise": "assumed: LMCache layer-wise pipelining (Splitwise-style overlap)",
+    "transfer_layerwise": "documented (code): LMCache's PD send is not layer-wise (it runs in wait_for_save)",
+    "transfer_holds_prefiller": "documented (code): LMCache's PD send is synchronous in the prefiller's step",
     "connector_block_tokens": "LMCache default chunk_size 256 tokens",
     "join_s_per_block": "calibrated: Dynamo disaggregated ITL 16.9 ms at ISL 8000",
     "pd_buffer_copies": "LMCache copies the PD buffer into the paged KV cache",
@@ -133,8 +145,9 @@ _NOTES: Mapping[str, str] = MappingProxyType({
 DEFAULT_CALIBRATION = Calibration()
 
 # The vLLM NixlConnector path Dynamo measured: 16-token blocks written straight into the paged cache, and the decoder
-# pulling after the prefill finished (no layer-wise overlap).
-DYNAMO_NIXL = {"connector_block_tokens": 16, "pd_buffer_copies": 0, "transfer_layerwise": False}
+# pulling after the prefill finished (no layer-wise overlap) while the prefiller moves on to its next step.
+DYNAMO_NIXL = {"connector_block_tokens": 16, "pd_buffer_copies": 0, "transfer_layerwise": False,
+               "transfer_holds_prefiller": False}
 
 # Mooncake's EFA transport (kvcache-ai/Mooncake docs/source/design/transfer-engine/transport/efa_transport.md
 # @2f45fbe2, p5en.48xlarge GPU to GPU, threads 16, batch 128, "block_size sweep"): 64 KiB blocks moved 97.11 GB/s

@@ -3,7 +3,8 @@
 Each decode engine is solved by ``engine.decode_engine``; a colocated replica in a closed loop (``--concurrency``)
 by ``engine.closed_loop_engine``, which splits the users between the prefill queue and the decode batch. In DPD a
 prompt at or above the routing threshold goes to a prefill replica (its own M/G/1 queue), its KV crosses EFA (only
-the tail a layer-wise transfer cannot hide reaches TTFT, plus a fixed hand-off cost), waits for a slot in the
+the tail a layer-wise transfer cannot hide reaches TTFT; LMCache's send is not layer-wise and runs inside the
+prefiller's step, so it lengthens the prefiller's service instead, plus a fixed hand-off cost), waits for a slot in the
 decoder's PD buffer when that is full (M/M/c, Erlang C), and joins the decoder's batch, costing the decoder its join
 (HBM traffic and connector work). Shorter prompts are prefilled locally on the decoder. A closed loop of C users is solved for its request rate on
 ``rate x response_time(rate) = C``; when the decoder's KV cache is what runs out, the excess users queue and that
@@ -281,6 +282,11 @@ class Disaggregated(_System):
                                        calibration=calibration)
             exposed = exposed_transfer_seconds(bulk_s=bulk, prefill_s=service, layers=model.layers,
                                                layerwise=calibration.transfer_layerwise)
+            if calibration.transfer_holds_prefiller:
+                # LMCache's send runs inside the prefiller's step: the copy into its PD buffer (a read and a write
+                # of each byte) and the transfer's exposed part keep the prefiller busy, then TTFT goes on from there
+                copy = n * prefill_costs.kv_read_s_per_token * 2 * calibration.pd_buffer_copies
+                service, exposed = service + copy + exposed, 0.0
             join = join_seconds(self.costs, tokens=n, calibration=calibration)
             rows.append((p, service, bulk, exposed, join))
         self.remote = tuple(rows)

@@ -43,7 +43,7 @@ def test_seventy_b_with_long_prompts_on_p5_pays_off() -> None:
     plan = _plan("Llama-3.3-70B", "8192", "512", (32,), slo=Slo(ttft_s=2.0, tpot_s=0.02))
     # THEN DPD pays off: two prefill nodes per decoder, no prefill stall on the decoder, more throughput
     assert plan.verdict.decision == "DPD pays off" and plan.verdict.trade is None
-    assert any("prefill pool runs 52% busy" in r and "1 would run 93% busy" in r for r in plan.recommendation.reasons)
+    assert any("prefill pool runs 54% busy" in r and "1 would run 93% busy" in r for r in plan.recommendation.reasons)
     r = plan.recommendation
     assert (r.prefill_replicas, r.decode_replicas, r.tensor_parallel_size) == (2, 1, 8)
     assert r.routing_threshold == 4096 and r.max_model_len == 16384
@@ -91,7 +91,8 @@ def test_json_has_the_documented_shape() -> None:
     data = json.loads(json.dumps(plan_dict(_plan("Llama-3.3-70B", "8192", "512", (8, 16, 32))), allow_nan=False))
     assert data["kv_bytes_per_token"] == 327_680
     assert data["kv_transfer_ms"] == pytest.approx(8192 * 40960 / 42.5e6, abs=1e-3)
-    assert data["kv_transfer_exposed_ms"] == pytest.approx(data["kv_transfer_ms"] / 80, abs=1e-3)
+    # LMCache's PD send is not layer-wise: all of the transfer follows the prefill
+    assert data["kv_transfer_exposed_ms"] == pytest.approx(data["kv_transfer_ms"], abs=1e-3)
     assert data["efa_line_rate_gbytes_per_s"] == 400.0 and data["efa_effective_gbytes_per_s"] == 340.0
     assert data["precision"] == {"weights": "bf16", "kv_cache": "bf16"}
     assert set(data["operating_point"]) == {"colocated", "disaggregated"}

@@ -85,17 +85,45 @@ def test_the_decoder_sees_no_prefill_stall_when_every_prompt_is_disaggregated() 
     assert point.tpot_s < step * 1.1
 
 
-def test_unloaded_dpd_ttft_is_prefill_exposed_transfer_hand_off_and_one_decode_step() -> None:
-    # GIVEN a single request in an otherwise idle DPD layout
+def test_unloaded_dpd_ttft_is_prefill_send_hand_off_and_one_decode_step() -> None:
+    # GIVEN a single request in an otherwise idle DPD layout on LMCache's PD path (the default)
     point = _dpd(_workload("8192"), prefill=1).at_rate(1e-6)
     costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
     prefill = prefill_seconds(costs, tokens=8192, chunk_tokens=8192)
     bulk = kv_transfer_seconds(model=LLAMA_70B, instance=P5, tensor_parallel=8, tokens=8192, calibration=CAL)
-    # THEN TTFT is its prefill, the transfer's last layer (layer-wise overlap), the hand-off and the first step
-    exposed = exposed_transfer_seconds(bulk_s=bulk, prefill_s=prefill, layers=80, layerwise=True)
-    assert exposed == pytest.approx(bulk / 80)
-    expected = prefill + exposed + CAL.transfer_fixed_s + step_seconds(costs, batch=1, context=8448)
+    copy = 8192 * costs.kv_read_s_per_token * 2  # into the sender's PD buffer: a read and a write of each byte
+    # THEN TTFT is its prefill, the send in the prefiller's step (copy and the whole bulk transfer: LMCache's PD
+    # send is not layer-wise), the hand-off and the decoder's first step
+    assert not CAL.transfer_layerwise and CAL.transfer_holds_prefiller
+    expected = prefill + copy + bulk + CAL.transfer_fixed_s + step_seconds(costs, batch=1, context=8448)
     assert point.ttft_s == pytest.approx(expected, rel=1e-3)
+
+
+def test_lmcache_send_holds_the_prefiller_and_a_pulling_connector_does_not() -> None:
+    # GIVEN the same 8k workload on LMCache's PD path, on the same path with layer-wise overlap, and with the
+    # decoder pulling (NixlConnector: the prefiller's step does not wait for the transfer)
+    workload = _workload("8192")
+    costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
+    prefill = prefill_seconds(costs, tokens=8192, chunk_tokens=8192)
+    bulk = kv_transfer_seconds(model=LLAMA_70B, instance=P5, tensor_parallel=8, tokens=8192, calibration=CAL)
+
+    def system(**overrides: object) -> Disaggregated:
+        return Disaggregated(model=LLAMA_70B, instance=P5, tensor_parallel=8, prefill=1, decode=1, threshold=4096,
+                             workload=workload, calibration=CAL.with_overrides(**overrides),
+                             pd_buffer_bytes=8 * GIB)
+
+    pushing, pulling = system(), system(transfer_holds_prefiller=False)
+    layerwise = system(transfer_layerwise=True, transfer_holds_prefiller=False)
+    # THEN the push keeps the prefiller busy for its prefill, copy and transfer; the pull for its prefill alone
+    assert pushing.service == pytest.approx(prefill + 8192 * costs.kv_read_s_per_token * 2 + bulk, rel=1e-9)
+    assert pulling.service == pytest.approx(prefill, rel=1e-9)
+    # AND at the same load the pushing prefiller runs busier and its users wait longer for a first token
+    load = 2.0
+    assert pushing.at_rate(load).prefill_utilization > pulling.at_rate(load).prefill_utilization
+    assert pushing.at_rate(load).ttft_s > pulling.at_rate(load).ttft_s > layerwise.at_rate(load).ttft_s
+    # AND layer-wise overlap would leave only the last layer's share of the transfer after the prefill
+    assert exposed_transfer_seconds(bulk_s=bulk, prefill_s=prefill, layers=80, layerwise=True) == pytest.approx(
+        bulk / 80)
 
 
 def test_a_prefix_hit_lowers_the_prefill_load_in_both_modes() -> None:
