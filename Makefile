@@ -118,13 +118,20 @@ synth: setup
 	$(PY) -m hyperpod_dpd.monitoring.export --out dist/grafana
 	$(PY) -m hyperpod_dpd.synth_summary cdk.out
 
-# The type check runs beside the tests (two pytest workers; each test module stays on one worker, so its
-# module-scoped synth happens once); a type error fails the target after the tests have run.
+# The type check runs beside the tests; a type error fails the target after the tests have run. Each test module
+# stays on one worker (its module-scoped synth happens once). Three workers on two cores: the fault matrix
+# (tests/hyperpod_dpd/cli/test_faults.py) spends most of its 90 s waiting out budgets, and the third worker keeps both
+# cores busy meanwhile; the workers share the session's synthesis (tests/conftest.py). Python writes its bytecode
+# (and pytest its rewritten test modules) under .cache/pycache even where PYTHONDONTWRITEBYTECODE is set, so a warm
+# run compiles nothing again (docs/testing.md).
+PYTEST_WORKERS ?= 3
+test test-fast: export PYTHONPYCACHEPREFIX := $(CURDIR)/.cache/pycache
+test test-fast: export PYTHONDONTWRITEBYTECODE :=
 test: setup setup-checkov setup-system
 	$(PY) -m ruff check .
 	@mkdir -p .cache
 	@$(MYPY) > .cache/typecheck.log 2>&1 & typecheck=$$!; \
-	$(PY) -m pytest -n 2 --dist loadfile --durations=15; tests=$$?; \
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=15; tests=$$?; \
 	if wait $$typecheck; then tail -1 .cache/typecheck.log; else cat .cache/typecheck.log; exit 1; fi; exit $$tests
 
 # The inner loop: the pure-Python tests only (no jsii, CDK or cdk8s synthesis, no subprocess, no fresh venv; the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import os
 import types
@@ -48,14 +49,32 @@ def cdk_context() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def synthesized(tmp_path_factory: pytest.TempPathFactory, cdk_context: dict[str, Any]) -> Synthesized:
-    """All fixture environments, synthesized once, exactly as ``make synth`` does."""
+def synthesized(tmp_path_factory: pytest.TempPathFactory, cdk_context: dict[str, Any], worker_id: str) -> Synthesized:
+    """All fixture environments, synthesized once per run, exactly as ``make synth`` does. Under xdist the workers
+    share it: the first that needs it synthesizes into the run's common temporary directory, under a lock, and the
+    others read that assembly (the same code over the same files in the same run: the same templates)."""
     from hyperpod_dpd.stacks.application import build_app
 
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    app, _ = build_app(outdir=str(outdir), context=cdk_context)
-    app.synth()
-    return read_assembly(outdir)
+    def synth(outdir: Path) -> None:
+        app, _ = build_app(outdir=str(outdir), context=cdk_context)
+        app.synth()
+
+    if worker_id == "master":  # no xdist
+        outdir = tmp_path_factory.mktemp("cdk.out")
+        synth(outdir)
+        return read_assembly(outdir)
+    import shutil
+
+    from tests.cache import locked
+
+    shared = tmp_path_factory.getbasetemp().parent / "session-cdk.out"
+    done = shared.with_name("session-cdk.out.done")
+    with locked(shared.with_name("session-cdk.out.lock")):
+        if not done.exists():
+            shutil.rmtree(shared, ignore_errors=True)  # what a worker that failed midway left
+            synth(shared)
+            done.touch()
+    return read_assembly(shared)
 
 
 @pytest.fixture(scope="session")
@@ -114,7 +133,12 @@ def _in_suite(obj: Any) -> bool:
         source = inspect.getsourcefile(obj)
     except TypeError:
         return False
-    return source is not None and any(Path(source).resolve().is_relative_to(d) for d in SUITE_DIRS)
+    return source is not None and _file_in_suite(source)
+
+
+@functools.cache
+def _file_in_suite(source: str) -> bool:
+    return any(Path(source).resolve().is_relative_to(d) for d in SUITE_DIRS)
 
 
 def _members(obj: Any) -> list[Any]:

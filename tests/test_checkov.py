@@ -4,8 +4,6 @@ reason on the one resource it concerns (.checkov.yaml skips nothing globally).""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +11,9 @@ import pytest
 import yaml
 
 from hyperpod_dpd.k8s.gitops import write_manifests
+from tests.validators import CHECKOV, checkov
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +22,7 @@ def reports(synthesized, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         pytest.fail("checkov is not installed; run 'make setup-checkov' (it installs .venv-checkov)")
     dist = tmp_path_factory.mktemp("dist") / "k8s"
     write_manifests(dist)
-    env = {**os.environ, "BC_SKIP_MAPPING": "TRUE", "LOG_LEVEL": "ERROR"}
-    result = subprocess.run(
-        [str(CHECKOV), "--config-file", str(ROOT / ".checkov.yaml"), "-d", str(synthesized.outdir), "-d", str(dist)],
-        capture_output=True, text=True, env=env, timeout=600, check=False)
+    result = checkov(synthesized.outdir, dist)  # kept by content in .cache/ (tests/validators.py)
     merged: dict[str, dict[str, Any]] = {}
     for report in _documents(result.stdout):  # one JSON document per scanned directory
         current = merged.setdefault(report["check_type"], {"summary": {"resource_count": 0}, "results": {

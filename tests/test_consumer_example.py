@@ -2,23 +2,30 @@
 environment (no editable install, no repository on the path), used by ``examples/consumer``, an app with its own
 ``stacks/`` and ``infra/`` packages.
 
-The venv is new on every run; pip's cache and the pinned ``constraints.txt`` keep it to seconds, and ``--no-compile``
-skips byte-compiling aws-cdk-lib's generated code.
+The wheel is built on every run. The venv it is installed into is kept in ``.cache/`` under a key of everything the
+install is a function of: the wheel's contents (every member's name, mode and bytes), ``constraints.txt`` and
+``requirements-lock.txt``, the Python and pip that install it and the platform. A warm run with an unchanged wheel
+reuses that venv (an identical install); any change of the package makes a new one (``HPDPD_TEST_CACHE=off``: a fresh
+venv every run). pip's cache and the pinned ``constraints.txt`` keep a new one to seconds, and ``--no-compile`` skips
+byte-compiling aws-cdk-lib's generated code.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests import cache
 from tests.paths import ROOT
 
 EXAMPLE = ROOT / "examples" / "consumer"
@@ -51,12 +58,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
                     "--wheel-dir", str(wheels), str(ROOT)], check=True, capture_output=True, timeout=300)
     wheel = next(wheels.glob("hyperpod_dpd-*.whl"))
-    # ... installed into a fresh venv with nothing but what the wheel declares (exact versions from constraints.txt)
-    venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
-                    "--no-compile", "--disable-pip-version-check", str(wheel), "-c", str(ROOT / "constraints.txt")],
-                   check=True, capture_output=True, timeout=900)
+    # ... installed into a venv with nothing but what the wheel declares (exact versions from constraints.txt): a
+    # fresh one, or the one kept from a run that installed this very wheel the same way
+    venv = _venv_with(wheel, base)
     # ... and the example app copied away from the repository
     app_dir = base / "app"
     shutil.copytree(EXAMPLE, app_dir)
@@ -66,6 +70,49 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     return Installed(venv, app_dir, env, wheel)
 
 
+VENV_CACHE = cache.CACHE_ROOT / "consumer-venv"
+INSTALL_INPUTS = (ROOT / "constraints.txt", ROOT / "requirements-lock.txt")
+
+
+def _install(wheel: Path, venv: Path) -> None:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
+                    "--no-compile", "--disable-pip-version-check", str(wheel), "-c", str(ROOT / "constraints.txt")],
+                   check=True, capture_output=True, timeout=900)
+
+
+def _install_key(wheel: Path) -> str:
+    """Everything the install is a function of: what the wheel holds (not its zip timestamps), the pins, the Python and
+    pip that install it, the platform."""
+    pip = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True, check=True,
+                         timeout=60).stdout.split(" from ")[0]
+    with zipfile.ZipFile(wheel) as archive:
+        members = [part for info in sorted(archive.infolist(), key=lambda i: i.filename)
+                   for part in (info.filename, str(info.external_attr), archive.read(info))]
+    return cache.key(wheel.name, *members, *cache.files_key(INSTALL_INPUTS), sys.version, os.path.realpath(
+        sys.executable), pip, platform.platform())
+
+
+def _venv_with(wheel: Path, base: Path) -> Path:
+    """A venv with the wheel installed: kept under the install's key in .cache/ (one at a time: a new key replaces
+    the old venv), made fresh in ``base`` when caching is off. The venv stays where it was made (its scripts name
+    its path), so a kept one is complete once its ``installed`` file holds the key."""
+    if not cache.enabled():
+        _install(wheel, base / "venv")
+        return base / "venv"
+    key = _install_key(wheel)
+    venv = VENV_CACHE / key[:32]
+    with cache.locked(VENV_CACHE / ".lock"):
+        done = venv / "installed"
+        if not (done.is_file() and done.read_text() == key):
+            for stale in VENV_CACHE.iterdir():
+                if stale.is_dir():
+                    shutil.rmtree(stale)
+            _install(wheel, venv)
+            done.write_text(key)
+    return venv
+
+
 def test_the_installed_package_is_the_wheel_and_imports_without_dev_tools(installed: Installed) -> None:
     # WHEN every module of the distribution is imported in the fresh venv
     script = ("import importlib, pkgutil, hyperpod_dpd\n"
@@ -73,10 +120,13 @@ def test_the_installed_package_is_the_wheel_and_imports_without_dev_tools(instal
               "for name in names: importlib.import_module(name)\n"
               "print(hyperpod_dpd.__file__); print(len(names))")
     done = installed.run(installed.python, "-c", script)
-    # THEN all import (no runtime import needs pytest, cfn-lint or another dev-only package) from site-packages
+    # THEN all import (no runtime import needs pytest, cfn-lint or another dev-only package) from the venv's
+    # site-packages, not from the checkout (the venv may be kept under the checkout's .cache/: tests/cache.py)
     assert done.returncode == 0, done.stderr[-3000:]
     location, count = done.stdout.split()
-    assert "site-packages" in location and str(ROOT) not in location
+    site = next(installed.venv.glob("lib/python*/site-packages"))
+    assert "site-packages" in location and Path(location) == site / "hyperpod_dpd" / "__init__.py"
+    assert not Path(location).is_relative_to(ROOT / "hyperpod_dpd") and str(ROOT / "hyperpod_dpd") not in location
     assert int(count) > 60
     assert (Path(location).parent / "py.typed").is_file()
     # AND the dev-only tools are really absent there

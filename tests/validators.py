@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import subprocess
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 
 from cfnlint.api import ManualArgs, lint
 
+from tests import cache
 from tests.paths import ROOT
 
 # W3005: CDK writes DependsOn that is also implied by Ref (harmless); W3010: the GPU AZ is pinned on purpose,
@@ -67,3 +70,52 @@ def validation_report(outdir: Path) -> dict[str, Any]:
 def report_violations(report: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
     return [(p["pluginName"], v["ruleName"], [c["constructPath"] for c in v["violatingConstructs"]])
             for p in report["pluginReports"] for v in p["violations"]]
+
+
+# checkov, from its own venv (make setup-checkov), offline (BC_SKIP_MAPPING=TRUE), with the project's configuration.
+CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
+CHECKOV_CACHE = cache.CACHE_ROOT / "checkov"
+CHECKOV_ENV = {"BC_SKIP_MAPPING": "TRUE", "LOG_LEVEL": "ERROR"}
+# The one part of an assembly that differs from synthesis to synthesis of the same app: the random names of jsii's
+# temporary directories (its kernel's and its runtime's program.js), in the stack traces of a stack's metadata and of
+# validation-report.json (neither is a template checkov scans; a name inside a string cannot make one). The key reads
+# them as one name.
+JSII_TEMP_NAMES = re.compile(rb"jsii-kernel-[A-Za-z0-9]{6}|tmp[a-z0-9_]{8}/lib/program\.js")
+
+
+def _checkov_key(dirs: tuple[Path, ...], config: Path) -> str:
+    """What checkov's report is a function of: every file of the scanned directories (path within its directory and
+    bytes), the configuration file, the checkov venv (its lock, which pins checkov and everything it runs, and the
+    installed checkov's metadata), the variables checkov reads (CKV_*, BC_*, LOG_LEVEL) and the working directory."""
+    parts: list[bytes | str] = [str(os.getcwd()), config.read_bytes(), (ROOT / "requirements-checkov-lock.txt").read_bytes()]
+    parts += cache.files_key(sorted(CHECKOV.parent.parent.glob("lib/python*/site-packages/checkov-*.dist-info/METADATA")))
+    environ = {**os.environ, **CHECKOV_ENV}
+    parts += [f"{k}={v}" for k, v in sorted(environ.items()) if k.startswith(("CKV_", "BC_", "CHECKOV_", "LOG_LEVEL"))]
+    for index, directory in enumerate(dirs):
+        parts.append(f"-d {index}")
+        for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+            parts += [str(path.relative_to(directory)), JSII_TEMP_NAMES.sub(b"<jsii>", path.read_bytes())]
+    return cache.key(*parts)
+
+
+def checkov(*dirs: Path, config: Path = ROOT / ".checkov.yaml") -> subprocess.CompletedProcess[str]:
+    """checkov over ``dirs`` (``-d`` each), as ``make checkov`` runs it. The report is kept under
+    :func:`_checkov_key` with each scanned directory's path written as a placeholder, so a warm run over the same files
+    elsewhere gets the report checkov gives for them there; HPDPD_TEST_CACHE=off runs checkov every time."""
+    argv = [str(CHECKOV), "--config-file", str(config)] + [arg for d in dirs for arg in ("-d", str(d))]
+    kept = CHECKOV_CACHE / f"{_checkov_key(dirs, config)}.json"
+    placeholders = [(str(d), f"<scanned directory {i}>") for i, d in enumerate(dirs)]
+    hit = cache.read_json(kept)
+    if hit is not None:
+        out, err = hit["stdout"], hit["stderr"]
+        for path, placeholder in placeholders:
+            out, err = out.replace(placeholder, path), err.replace(placeholder, path)
+        return subprocess.CompletedProcess(argv, hit["returncode"], out, err)
+    result = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **CHECKOV_ENV}, timeout=600,
+                            check=False)
+    if result.returncode in (0, 1):  # a report (1: a check failed); anything else is not kept
+        out, err = result.stdout, result.stderr
+        for path, placeholder in sorted(placeholders, key=lambda p: -len(p[0])):
+            out, err = out.replace(path, placeholder), err.replace(path, placeholder)
+        cache.write_json(kept, {"returncode": result.returncode, "stdout": out, "stderr": err})
+    return result

@@ -4,8 +4,6 @@ templates never saw them as Kubernetes objects: the RBAC, the Karpenter pools) p
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +12,9 @@ import yaml
 
 from hyperpod_dpd.config import load_all
 from hyperpod_dpd.k8s.gitops import write_manifests
+from tests.validators import CHECKOV, checkov
 
 ROOT = Path(__file__).resolve().parents[2]
-CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 GITOPS_CONFIG_DIR = ROOT / "tests" / "fixtures" / "gitops" / "config"
 
 
@@ -26,9 +24,7 @@ def scanned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
         pytest.fail("checkov is not installed; run 'make setup-checkov' (it installs .venv-checkov)")
     out = tmp_path_factory.mktemp("gitops") / "k8s"
     write_manifests(out, load_all(GITOPS_CONFIG_DIR))
-    env = {**os.environ, "BC_SKIP_MAPPING": "TRUE", "LOG_LEVEL": "ERROR"}
-    result = subprocess.run([str(CHECKOV), "--config-file", str(ROOT / ".checkov.yaml"), "-d", str(out)],
-                            capture_output=True, text=True, env=env, timeout=600, check=False)
+    result = checkov(out)  # kept by content in .cache/ (tests/validators.py)
     documents = json.loads(result.stdout)
     (kubernetes,) = [d for d in (documents if isinstance(documents, list) else [documents])
                      if d.get("check_type") == "kubernetes"]

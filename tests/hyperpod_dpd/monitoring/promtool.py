@@ -12,7 +12,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -21,9 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
+
+from tests import cache
 
 PROMTOOL_MISSING = ("promtool is not on PATH: run `make setup-system` (it installs Debian's prometheus package, "
                     "which ships promtool); the alert rules are checked by Prometheus's own rule engine")
+PROMTOOL_CACHE = cache.CACHE_ROOT / "promtool"
 STEPS = 60  # samples per input series, one a minute: an hour of scrapes
 
 
@@ -35,9 +41,44 @@ def promtool() -> str:
     return path
 
 
+@functools.cache
+def _version(binary: str) -> str:
+    """What identifies the promtool that runs: its real path and what ``promtool --version`` prints (version,
+    revision, build date, Go version)."""
+    printed = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60, check=True)
+    return f"{os.path.realpath(binary)}\n{printed.stdout}{printed.stderr}"
+
+
+def _inputs(cwd: Path, args: Sequence[str]) -> list[bytes | str]:
+    """Every file promtool can read in these runs, path and bytes: the files under ``cwd`` (the arguments are relative
+    to it, and promtool prints them as the arguments name them, so their paths count relative to it) and the rule
+    files a unit-test file names, wherever they are."""
+    files = {p for p in cwd.rglob("*") if p.is_file()}
+    for arg in args:
+        if (cwd / arg).is_file() and arg.endswith((".yaml", ".yml")):
+            document = yaml.safe_load((cwd / arg).read_text())
+            if isinstance(document, dict):
+                files |= {(cwd / arg).parent / str(f) for f in document.get("rule_files") or []
+                          if ((cwd / arg).parent / str(f)).is_file()}
+    parts: list[bytes | str] = []
+    for path in sorted(files):
+        parts += [str(path.relative_to(cwd) if path.is_relative_to(cwd) else path), path.read_bytes()]
+    return parts
+
+
 def run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([promtool(), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          check=False)
+    """promtool with ``args`` in ``cwd``. Its exit status and output are a function of the arguments, the files it reads
+    and the promtool release, so they are kept in .cache/ under that key (tests/cache.py; HPDPD_TEST_CACHE=off runs it
+    every time)."""
+    binary, argv = promtool(), [str(a) for a in args]
+    key = cache.key(_version(binary), *argv, "--", *_inputs(cwd, argv))
+    kept = PROMTOOL_CACHE / f"{key}.json"
+    hit = cache.read_json(kept)
+    if hit is not None:
+        return subprocess.CompletedProcess([binary, *argv], hit["returncode"], hit["stdout"], hit["stderr"])
+    result = subprocess.run([binary, *argv], cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
+    cache.write_json(kept, {"returncode": result.returncode, "stdout": result.stdout, "stderr": result.stderr})
+    return result
 
 
 # -- input series -------------------------------------------------------------------------------------------------------
