@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 from collections.abc import Callable, Iterator, Sequence
@@ -121,14 +122,23 @@ def moto_server() -> Iterator[str]:
             os.environ["MOTO_EC2_LOAD_DEFAULT_AMIS"] = previous
 
 
+@functools.cache
+def _seeding_clients(url: str) -> tuple[Any, Any]:
+    """SageMaker and EKS clients of the moto server at ``url``, made once per server (a new session parses the
+    SageMaker model again: about half a second of CPU on every test that seeds)."""
+    from tests.hyperpod_dpd.moto_clusters import REGION
+
+    session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
+    return session.client("sagemaker", endpoint_url=url), session.client("eks", endpoint_url=url)
+
+
 def seed_clusters(url: str, groups: Sequence[tuple[str, str, int]]) -> None:
     """The dev environment's HyperPod cluster (``groups``) and EKS cluster ``hpdpd-dev`` in the moto server at ``url``,
     unless they are there. moto keeps one state per process, which another test's in-process ``mock_aws`` resets and
     another server's tests fill: a test that needs them seeds them itself."""
-    from tests.hyperpod_dpd.moto_clusters import MOTO_ACCOUNT, REGION, create_hyperpod_cluster
+    from tests.hyperpod_dpd.moto_clusters import MOTO_ACCOUNT, create_hyperpod_cluster
 
-    session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
-    sagemaker, eks = session.client("sagemaker", endpoint_url=url), session.client("eks", endpoint_url=url)
+    sagemaker, eks = _seeding_clients(url)
     if not sagemaker.list_clusters()["ClusterSummaries"]:
         create_hyperpod_cluster(sagemaker, groups)
     if "hpdpd-dev" not in eks.list_clusters()["clusters"]:

@@ -1,6 +1,7 @@
 """``python -m hyperpod_dpd.stacks.application --check`` (the first step of ``make synth``), run as make runs it: a
 hostile or empty configuration ends in one line within the bounds, and "configuration ok" means the synthesis will
-not reject the configuration, because the check runs that synthesis (into a directory it removes)."""
+not reject the configuration, because the check runs that synthesis (into a directory it removes). The one case that
+needs no bound (what the synthesis rejects, the check rejects) calls the same ``check()`` in the worker's process."""
 
 from __future__ import annotations
 
@@ -94,16 +95,25 @@ def test_the_check_accepts_a_merge_key_and_says_so_in_one_line(tmp_path: Path) -
     assert outcome.cpu_seconds < SYNTH_CPU_SECONDS and outcome.peak_rss_mib < SYNTH_RSS_MIB, outcome
 
 
-def test_what_the_synthesis_rejects_the_check_rejects(tmp_path: Path) -> None:
+def test_what_the_synthesis_rejects_the_check_rejects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """In-process (the worker's CDK runtime): what the check prints and returns is what ``--check`` does; the process
+    as make runs it, with its bounds, is the merge-key test above and the refusals."""
+    from hyperpod_dpd.stacks.application import check
+
     # GIVEN a configuration every model accepts but the guardrails refuse at synthesis: node recovery off (the
     # check used to load the files only, and said "configuration ok")
     config_dir = tmp_path / "config"
     _write(DEV.replace("node_recovery: Automatic", 'node_recovery: "None"'))(config_dir)
+    monkeypatch.setenv("HPDPD_CONFIG_DIR", str(config_dir))
+    monkeypatch.chdir(ROOT)
     # WHEN it is checked
-    outcome = _check(config_dir, wall_seconds=SYNTH_WALL_SECONDS)
+    code = check(ROOT)
+    captured = capsys.readouterr()
     # THEN it fails as the synthesis does (exit 1), one line for the finding: plugin, rule, construct, reason
-    assert outcome.returncode == 1, outcome
-    assert outcome.lines == ["error: HyperPodDpd HPDPD-HP1 at dev/Platform/HyperPod/Resource: HyperPod node recovery "
-                             "must be Automatic. is 'None'"], outcome
+    assert code == 1, captured
+    assert captured.err.splitlines() == ["error: HyperPodDpd HPDPD-HP1 at dev/Platform/HyperPod/Resource: HyperPod "
+                                         "node recovery must be Automatic. is 'None'"], captured
+    assert captured.out == ""
     # AND nothing of the synthesis is left behind
     assert not (tmp_path / "cdk.out").exists() and not (ROOT / "config" / "cdk.out").exists()
