@@ -21,8 +21,8 @@ from hyperpod_dpd.infra import guardrails, nag, source_conditions
 from hyperpod_dpd.infra.arns import arn
 from hyperpod_dpd.infra.autoscaling_ready import AutoScalingReady
 from hyperpod_dpd.infra.buckets import secure_bucket
-from hyperpod_dpd.infra.karpenter import karpenter_manifests
 from hyperpod_dpd.infra.registries import Registry, node_registries, repository_arns
+from hyperpod_dpd.k8s.karpenter import karpenter_manifests
 
 LIFECYCLE_DIR = Path(__file__).parent / "lifecycle"
 LIFECYCLE_PREFIX = "lifecycle"

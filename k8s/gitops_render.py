@@ -27,10 +27,10 @@ from typing import Any
 import cdk8s
 
 from hyperpod_dpd.config import EnvironmentConfig
-from hyperpod_dpd.infra.hyperpod_cluster import karpenter_manifests
-from hyperpod_dpd.infra.operations_access import cluster_manifests, namespace_binding
 from hyperpod_dpd.k8s.charts import add_environment_charts, add_namespace_charts
 from hyperpod_dpd.k8s.defaults import MANAGED_BY, MANAGED_BY_LABEL
+from hyperpod_dpd.k8s.karpenter import karpenter_manifests
+from hyperpod_dpd.k8s.operations_rbac import cluster_manifests, namespace_binding
 from hyperpod_dpd.k8s.validation import validate_manifests
 from hyperpod_dpd.monitoring.alerts import rule_groups
 from hyperpod_dpd.monitoring.validation import check_rule_file

@@ -266,8 +266,8 @@ def test_the_graph_holds_every_module_of_both_wings_and_resolves_every_import(gr
     # that does not exist (the graph would silently miss it)
     assert {"hyperpod_dpd.infra.platform", "hyperpod_dpd.k8s.charts", "hyperpod_dpd.stacks.application",
             "hyperpod_dpd.ops.kube", "hyperpod_dpd.config.loader"} <= set(graph.modules)
-    assert Import(importer="hyperpod_dpd.infra.operations_access", imported="hyperpod_dpd.catalogue.operator_api",
-                  line=_line_of(graph, "hyperpod_dpd.infra.operations_access", "hyperpod_dpd.catalogue.operator_api"),
+    assert Import(importer="hyperpod_dpd.k8s.operations_rbac", imported="hyperpod_dpd.catalogue.operator_api",
+                  line=_line_of(graph, "hyperpod_dpd.k8s.operations_rbac", "hyperpod_dpd.catalogue.operator_api"),
                   scope="module") in graph.imports
     assert {i.scope for i in graph.imports} == {"module", "function", "type"}
     assert not graph.unresolved, [f"{i.importer} line {i.line}: {i.imported}" for i in graph.unresolved]
@@ -290,6 +290,16 @@ def test_the_deploy_wing_imports_nothing_of_the_operate_wing(graph: Graph) -> No
     # WHEN their imports are read
     # THEN none reaches cli, ops or the boto3 client factory: what both wings need is on the ground (the catalogue)
     assert not _forbidden(graph, "deploy", OPERATE)
+
+
+def test_the_deploy_wing_flows_one_way_stacks_infra_k8s(graph: Graph) -> None:
+    # GIVEN the deploy wing, stacks -> infra -> k8s
+    # WHEN their imports are read
+    # THEN k8s (the cdk8s charts and the GitOps tree, plain manifests) imports nothing of infra or stacks, and infra
+    # nothing of stacks: a manifest both apply (Karpenter's, the operations RBAC) is built in k8s
+    backwards = [f"{i.importer} line {i.line} imports {i.imported}" for i in graph.imports
+                 if (layer(i.importer), layer(i.imported)) in {("k8s", "infra"), ("k8s", "stacks"), ("infra", "stacks")}]
+    assert not backwards, backwards
 
 
 def test_the_operate_wing_imports_nothing_of_stacks_or_infra_and_ops_nothing_of_k8s(graph: Graph) -> None:
