@@ -1,5 +1,5 @@
 """GlobalInferenceGateway: a SageMaker Global Inference Gateway as a custom resource (SageMaker has no CloudFormation
-type for it: cfn-lint 1.58's schemas, ../shared/docs/stack-truth.md), with its execution role.
+type for it in the registry schemas cfn-lint 1.58 ships), with its execution role.
 
 The handler (``handlers/global_gateway/index.py``) runs in aws-cdk-lib's Provider framework, which polls
 ``is_complete`` until the gateway is ``ACTIVE`` and its members are what the configuration says; its permissions are

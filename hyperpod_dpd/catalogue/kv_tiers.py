@@ -12,14 +12,14 @@ Sources:
   Redis or managed tiered storage"; ``l2CacheLocalUrl`` is the Redis cluster URL and "is not needed if tieredstorage is
   selected"; a Redis cluster outside the HyperPod cluster's VPC gets no guaranteed encryption in transit; the managed
   tiered-storage L2 is shared by all deployments in a cluster with no isolation, and KV data is not encrypted at rest
-  (platform facts, ``shared/docs/platform.md`` section 3.5).
+  (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-caching-routing.html).
 * aws/sagemaker-hyperpod-cli issue #431 (open), https://github.com/aws/sagemaker-hyperpod-cli/issues/431: operator
   ``v3.2.0`` (add-on ``v1.3.0-eksbuild.1``) ignores ``l2CacheBackend: redis``; it injects
   ``LMCACHE_REMOTE_URL=sagemaker-hyperpod://$(NODE_IP):9200`` and ``LMCACHE_EXTRA_CONFIG`` naming the shared memory
   ``ai_toolkit_cache`` (the managed tier's connector), and strips ``LMCACHE_*`` from ``worker.environmentVariables``.
   Without the host daemon behind that connector, LMCache runs degraded.
-* ``AWS::SageMaker::Cluster`` ``TieredStorageConfig`` (CloudFormation registry schema, ``shared/reference/cfn/
-  aws-sagemaker-cluster.json``; botocore 1.44.8 ``ClusterTieredStorageConfig``): ``Mode`` (required, ``Enable`` |
+* ``AWS::SageMaker::Cluster`` ``TieredStorageConfig`` (its CloudFormation registry schema, as cfn-lint
+  1.58 ships it; botocore 1.44.8 ``ClusterTieredStorageConfig``): ``Mode`` (required, ``Enable`` |
   ``Disable``; "When set to Enable, the system installs a memory management daemon that provides disaggregated memory
   as a service"), ``InstanceMemoryAllocationPercentage`` (integer 0-100, optional). Not among the schema's
   ``createOnlyProperties`` (ClusterName, VpcConfig, Orchestrator/Eks): the CloudFormation reference says "Update

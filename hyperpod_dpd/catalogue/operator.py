@@ -47,8 +47,8 @@ OBSERVABILITY_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
 # How AWS's own install configures the observability add-on: aws/sagemaker-hyperpod-cluster-setup,
 # eks/cloudformation/observability-template.yaml (read at commits 12abe330, 14144a48 and 0ab564d7) and the add-on update Lambda
 # eks/cloudformation/resources/observability-eksaddon-update-lambda-function/lambda_function/lambda_function.py
-# (b94d78ef), which adds "amgWorkspace". AWS publishes no configuration schema for the add-on (none in shared/reference,
-# none in that repository), so OBSERVABILITY_CONFIGURATION_SCHEMA below is derived from those templates.
+# (b94d78ef), which adds "amgWorkspace". AWS publishes no configuration schema for the add-on (none in the add-on's
+# documentation, none in that repository), so OBSERVABILITY_CONFIGURATION_SCHEMA below is derived from those templates.
 OBSERVABILITY_SCRAPE_INTERVAL = 30  # seconds; every category in every version of the template
 # Metric categories with the template's default level and its AllowedValues. Only the categories that every version
 # of the template sends; the others differ between versions ("customMetrics" at 12abe33/14144a4 is "clusterMetrics"

@@ -49,7 +49,8 @@ WEIGHT_MIN, WEIGHT_MAX = 0.0, 1.0
 NAMESPACE_PATTERN, MAX_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"), 63
 RESOURCE_NAME_PATTERN, MAX_RESOURCE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"), 253
 # The in-cluster load balancer of a member needs subnets in two AZs or more (GlobalRoutingInsufficientAZs:
-# ../shared/docs/stack-truth.md, "Global Inference Gateway"; the subnets carry kubernetes.io/role/internal-elb=1).
+# https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-ts-global-inference-gateway.html:
+# "The load balancer spans fewer than two Availability Zones"; the subnets carry kubernetes.io/role/internal-elb=1).
 MIN_LOAD_BALANCER_ZONES = 2
 # The stack and stage of a gateway: hpdpd-global-<name>; CloudFormation stack names hold at most 128 characters.
 STAGE_PREFIX = "global-"

@@ -4,8 +4,8 @@ Every alert expression, CloudWatch metric filter and dashboard query is built fr
 :func:`selector` (which refuses a label the metric does not carry), so a metric or label name cannot differ between
 an alert and a panel. Where AWS's own HyperPod observability set-up uses a metric, the name and labels are AWS's:
 ``inference.json`` (the HyperPod inference dashboard) and ``alert-rules.yaml`` of aws/sagemaker-hyperpod-cluster-setup
-@ b920fcf (eks/cloudformation/resources/grafana-lambda-function/lambda_function/), copied unmodified under
-shared/reference/aws-cluster-setup/. AWS documents the DPD panels only by title (DPD page, "Observability": E2E
+@ b920fcf (eks/cloudformation/resources/grafana-lambda-function/lambda_function/: dashboards/templates/ and
+rules/templates/). AWS documents the DPD panels only by title (DPD page, "Observability": E2E
 TTFT, Prefill TTFT, Prefill/Decode Queue, Prefill Time, Decode Latency (TPOT), KV Transfer Time, DPD Routing Counts);
 for those the catalogue names the engine metric that measures the same quantity, with its upstream source.
 

@@ -36,7 +36,7 @@ from hyperpod_dpd.monitoring.metrics import (
 Role = Literal["prefill", "decode"]
 # Two hops at P99.5 each: their sum exceeds the client's P99 with probability at most 0.005 + 0.005 = 0.01.
 HOP_QUANTILE = 0.995
-# Successful POSTs, as AWS's inference dashboard selects them (shared/reference/aws-cluster-setup/inference.json,
+# Successful POSTs, as AWS's inference dashboard selects them (aws/sagemaker-hyperpod-cluster-setup @ b920fcf, .../dashboards/templates/inference.json,
 # panel "Time To First Byte (TTFB)"): GET probes through the pod's proxy would dilute the distribution and lower the
 # bound below the truth.
 INVOCATIONS = (Matcher(STATUS, "2.*", "=~"), Matcher(METHOD, "POST"))

@@ -23,8 +23,8 @@ Which series measure the fabric depends on the KV connector (stack-truth: the op
 
 An OpenTelemetry pipeline may rewrite ``:`` to ``_``, so both spellings are matched. Labels: ``namespace``,
 ``resource_name`` (the IEC) and ``pod_name`` (the role's pods), as AWS's HyperPod inference dashboard selects inference
-metrics (``aws/sagemaker-hyperpod-cluster-setup`` ``.../dashboards/templates/inference.json``; copy in
-``shared/reference/aws-cluster-setup/inference.json``) and as the metric catalogue lists them.
+metrics (``aws/sagemaker-hyperpod-cluster-setup`` @ b920fcf ``eks/cloudformation/resources/grafana-lambda-function/
+lambda_function/dashboards/templates/inference.json``) and as the metric catalogue lists them.
 """
 
 from __future__ import annotations

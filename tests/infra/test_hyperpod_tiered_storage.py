@@ -4,7 +4,6 @@ and the CloudFormation registry schema's create-only properties."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import aws_cdk as cdk
@@ -14,11 +13,9 @@ from aws_cdk.assertions import Match, Template
 from hyperpod_dpd.catalogue.kv_tiers import CLUSTER_CREATE_ONLY
 from hyperpod_dpd.config.hyperpod import InstanceGroup, TieredStorage
 from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
-from tests.paths import ROOT
 from tests.validators import cfn_lint_findings
 
 REGION = "us-west-2"
-CFN_SCHEMA = ROOT.parent / "shared" / "reference" / "cfn" / "aws-sagemaker-cluster.json"
 
 
 def _stack(tiered_storage: TieredStorage | None) -> dict[str, Any]:
@@ -60,8 +57,11 @@ def test_the_template_passes_cfn_lint(enabled: dict[str, Any]) -> None:
 
 
 def test_changing_the_memory_share_does_not_replace_the_cluster(enabled: dict[str, Any]) -> None:
-    # GIVEN the registry schema of AWS::SageMaker::Cluster (its createOnlyProperties replace the resource on change)
-    schema = json.loads(CFN_SCHEMA.read_text(encoding="utf-8"))
+    # GIVEN the registry schema of AWS::SageMaker::Cluster as the pinned cfn-lint ships it for the Region (its
+    # createOnlyProperties replace the resource on change)
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema(REGION, "AWS::SageMaker::Cluster").schema
     create_only = schema["createOnlyProperties"]
     assert tuple(create_only) == CLUSTER_CREATE_ONLY
     # WHEN only the share changes THEN the properties that differ are none of the create-only ones
