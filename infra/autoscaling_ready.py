@@ -134,30 +134,38 @@ class AutoScalingReady(Construct):
             checkov.skip_all(_cfn(function), FUNCTION_SKIPS)
         for group in (self.log_group, self.node.find_child("WaiterLogs")):
             checkov.skip_all(_cfn(group), LOG_GROUP_SKIPS)
-        for name in ("framework-onEvent", "framework-isComplete", "framework-onTimeout"):
-            framework_function = self.provider.node.find_child(name)
-            nag.acknowledge_generated_function(framework_function,
-                                               f"{FRAMEWORK}; its Node.js runtime is chosen by aws-cdk-lib")
-            checkov.skip_all(_cfn(framework_function), FRAMEWORK_FUNCTION_SKIPS)
-            role = framework_function.node.find_child("ServiceRole")
-            nag.acknowledge_managed_policies(role, {
-                "service-role/AWSLambdaBasicExecutionRole": f"{FRAMEWORK}; aws-cdk-lib gives its functions this "
-                                                            "policy to write their logs"})
-            nag.acknowledge_generated_policy(role.node.try_find_child("DefaultPolicy"),
-                                             f"{FRAMEWORK}; it invokes every version of the waiter's handlers")
-        waiter = self.provider.node.find_child("waiter-state-machine")
-        waiter_policy = waiter.node.find_child("Role").node.try_find_child("DefaultPolicy")
-        nag.acknowledge_generated_policy(waiter_policy, f"{FRAMEWORK}; its state machine invokes every version of the "
-                                         "framework functions and delivers its execution logs, which supports no "
-                                         "resource scope")
-        assert waiter_policy is not None  # acknowledge_generated_policy raised otherwise
-        checkov.skip_all(_cfn(waiter_policy), STATE_MACHINE_POLICY_SKIPS)
-        nag.acknowledge(waiter, "AwsSolutions-SF2", f"{FRAMEWORK}: aws-cdk-lib builds the state machine and offers "
-                                                    "no tracing setting; every execution is logged in full instead")
-        checkov.skip_all(_cfn(waiter), STATE_MACHINE_SKIPS)
-        # The state machine's role (aws-cdk-lib's), bound to this account's state machines in place.
-        source_conditions.bind_trust(cast(iam.IRole, waiter.node.find_child("Role")), "states.amazonaws.com",
-                                     source_conditions.step_functions(self))
+        acknowledge_framework(self, self.provider, framework=FRAMEWORK, handlers="the waiter's handlers")
+
+
+def acknowledge_framework(scope: Construct, provider: cr.Provider, *, framework: str, handlers: str) -> None:
+    """The cdk-nag and checkov findings on what aws-cdk-lib's Provider framework builds around ``provider``'s handlers
+    (its three functions, their roles, the waiter state machine and its role), acknowledged with ``framework`` (what
+    the framework runs, for the reasons) and ``handlers`` (what its functions invoke); the state machine's trust is
+    bound to ``scope``'s account."""
+    for name in ("framework-onEvent", "framework-isComplete", "framework-onTimeout"):
+        framework_function = provider.node.find_child(name)
+        nag.acknowledge_generated_function(framework_function,
+                                           f"{framework}; its Node.js runtime is chosen by aws-cdk-lib")
+        checkov.skip_all(_cfn(framework_function), FRAMEWORK_FUNCTION_SKIPS)
+        role = framework_function.node.find_child("ServiceRole")
+        nag.acknowledge_managed_policies(role, {
+            "service-role/AWSLambdaBasicExecutionRole": f"{framework}; aws-cdk-lib gives its functions this "
+                                                        "policy to write their logs"})
+        nag.acknowledge_generated_policy(role.node.try_find_child("DefaultPolicy"),
+                                         f"{framework}; it invokes every version of {handlers}")
+    waiter = provider.node.find_child("waiter-state-machine")
+    waiter_policy = waiter.node.find_child("Role").node.try_find_child("DefaultPolicy")
+    nag.acknowledge_generated_policy(waiter_policy, f"{framework}; its state machine invokes every version of the "
+                                     "framework functions and delivers its execution logs, which supports no "
+                                     "resource scope")
+    assert waiter_policy is not None  # acknowledge_generated_policy raised otherwise
+    checkov.skip_all(_cfn(waiter_policy), STATE_MACHINE_POLICY_SKIPS)
+    nag.acknowledge(waiter, "AwsSolutions-SF2", f"{framework}: aws-cdk-lib builds the state machine and offers "
+                                                "no tracing setting; every execution is logged in full instead")
+    checkov.skip_all(_cfn(waiter), STATE_MACHINE_SKIPS)
+    # The state machine's role (aws-cdk-lib's), bound to this account's state machines in place.
+    source_conditions.bind_trust(cast(iam.IRole, waiter.node.find_child("Role")), "states.amazonaws.com",
+                                 source_conditions.step_functions(scope))
 
 
 def _cfn(construct: IConstruct) -> cdk.CfnResource:

@@ -41,12 +41,7 @@ from constructs import Construct, IConstruct
 
 from hyperpod_dpd.infra import checkov, nag, source_conditions
 from hyperpod_dpd.infra.arns import arn
-from hyperpod_dpd.infra.autoscaling_ready import (
-    FRAMEWORK_FUNCTION_SKIPS,
-    LOG_GROUP_SKIPS,
-    STATE_MACHINE_POLICY_SKIPS,
-    STATE_MACHINE_SKIPS,
-)
+from hyperpod_dpd.infra.autoscaling_ready import LOG_GROUP_SKIPS, acknowledge_framework
 
 HANDLER_DIR = Path(__file__).parent / "handlers" / "global_gateway"
 # The Global Inference Gateway API is newer than the boto3 a Lambda runtime may bundle (the runtimes' SDK versions lag
@@ -196,29 +191,7 @@ class GlobalInferenceGateway(Construct):
             checkov.skip_all(_cfn(function), FUNCTION_SKIPS)
         for group in (self.log_group, waiter_logs):
             checkov.skip_all(_cfn(group), LOG_GROUP_SKIPS)
-        for name in ("framework-onEvent", "framework-isComplete", "framework-onTimeout"):
-            framework_function = self.provider.node.find_child(name)
-            nag.acknowledge_generated_function(framework_function,
-                                               f"{FRAMEWORK}; its Node.js runtime is chosen by aws-cdk-lib")
-            checkov.skip_all(_cfn(framework_function), FRAMEWORK_FUNCTION_SKIPS)
-            role = framework_function.node.find_child("ServiceRole")
-            nag.acknowledge_managed_policies(role, {
-                "service-role/AWSLambdaBasicExecutionRole": f"{FRAMEWORK}; aws-cdk-lib gives its functions this "
-                                                            "policy to write their logs"})
-            nag.acknowledge_generated_policy(role.node.try_find_child("DefaultPolicy"),
-                                             f"{FRAMEWORK}; it invokes every version of the handler's functions")
-        waiter = self.provider.node.find_child("waiter-state-machine")
-        waiter_policy = waiter.node.find_child("Role").node.try_find_child("DefaultPolicy")
-        nag.acknowledge_generated_policy(waiter_policy, f"{FRAMEWORK}; its state machine invokes every version of the "
-                                         "framework functions and delivers its execution logs, which supports no "
-                                         "resource scope")
-        assert waiter_policy is not None
-        checkov.skip_all(_cfn(waiter_policy), STATE_MACHINE_POLICY_SKIPS)
-        nag.acknowledge(waiter, "AwsSolutions-SF2", f"{FRAMEWORK}: aws-cdk-lib builds the state machine and offers "
-                                                    "no tracing setting; every execution is logged in full instead")
-        checkov.skip_all(_cfn(waiter), STATE_MACHINE_SKIPS)
-        source_conditions.bind_trust(waiter.node.find_child("Role"), "states.amazonaws.com",  # type: ignore[arg-type]
-                                     source_conditions.step_functions(self))
+        acknowledge_framework(self, self.provider, framework=FRAMEWORK, handlers="the handler's functions")
 
 
 def _cfn(construct: IConstruct) -> cdk.CfnResource:
