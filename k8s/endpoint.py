@@ -19,7 +19,7 @@ from hyperpod_dpd.errors import ConfigError, Issue
 from hyperpod_dpd.k8s import defaults
 from hyperpod_dpd.k8s.extensions import apply_extensions
 from hyperpod_dpd.k8s.imports.com.amazon.aws.sagemaker import inference as iec
-from hyperpod_dpd.k8s.overrides import apply_overrides, override_issues
+from hyperpod_dpd.k8s.overrides import apply_overrides, override_issues, rendered_at
 
 ArgsTarget = Literal["worker", "prefill", "decode"]
 
@@ -48,11 +48,15 @@ class _InferenceEndpointConfig(iec.InferenceEndpointConfig):
         """Hold ``ops`` until the spec is rendered, so ``/spec/...`` paths work (the manifest is validated after)."""
         self._patches.extend(ops)
 
-    def spec_manifest(self) -> dict[str, Any]:
-        """The manifest before the JSON patches: the spec, the extension fields and the overrides."""
+    def rendered_manifest(self) -> dict[str, Any]:
+        """What the toolkit renders from the typed fields: the spec and the extension fields."""
         manifest = super().to_json()
         manifest["spec"] = iec.InferenceEndpointConfig.manifest(spec=self._render())["spec"]
-        return apply_overrides(apply_extensions(manifest, self._extensions()), self._overrides())
+        return apply_extensions(manifest, self._extensions())
+
+    def spec_manifest(self) -> dict[str, Any]:
+        """The manifest before the JSON patches: the rendered one with the overrides."""
+        return apply_overrides(self.rendered_manifest(), self._overrides())
 
     def to_json(self) -> Any:
         manifest = self.spec_manifest()
@@ -131,10 +135,15 @@ class DisaggregatedEndpoint(Construct):
         """Set an IEC field the toolkit does not model yet, by JSON pointer (``/spec/kvCacheSpec/enableL2Cache``).
 
         Applied after the spec renders (and before JSON patches); missing parent objects are created. A path the
-        CRD schema does not declare, or a value it refuses, raises :class:`ConfigError` here, as does an L2 backend
+        CRD schema does not declare, a value it refuses, or a field the toolkit renders from a typed field (set that
+        field instead) raises :class:`ConfigError` here, as does an L2 backend
         the operator release does not honour (hyperpod_dpd.catalogue.kv_tiers). A later override of the same path wins.
         """
         problems = list(override_issues(path, value))
+        if not problems and rendered_at(self.resource.rendered_manifest(), path):
+            problems = [Issue(path, value, "is rendered from the endpoint's typed configuration; set it there, where "
+                                           "its checks run (an override would bypass them and could patch in place a "
+                                           "field that names the IEC's generation)")]
         if not problems:
             candidate = {**self._overrides, path: value}
             try:

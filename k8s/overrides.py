@@ -5,6 +5,9 @@
   there; a value of the wrong shape (type, enum, pattern, bounds, undeclared nested fields) is refused with the
   schema's message. The schema is the one the manifest validation uses (the vendored CRD plus the extension fields
   of later operators, :mod:`hyperpod_dpd.k8s.extensions`).
+* :func:`rendered_at`: whether the toolkit renders a value at a pointer already: such a field is set through the
+  typed configuration, where its checks run (replicas against the groups' capacity, the fields that name the IEC's
+  generation), so an override of it is refused.
 * :func:`apply_overrides`: writes the values into a rendered manifest, creating missing parent objects; an array
   element must exist already (or ``-`` appends one).
 
@@ -80,6 +83,19 @@ def override_issues(pointer: str, value: Any) -> Iterator[Issue]:
         yield Issue(where, error.instance, f"the CRD schema refuses it: {error.message}")
     for extra in unknown_fields(value, schema, ()):
         yield Issue(f"{pointer}/{extra.path.replace('.', '/')}", extra.value, extra.message)
+
+
+def rendered_at(manifest: Mapping[str, Any], pointer: str) -> bool:
+    """Whether ``manifest`` holds a value at ``pointer`` (``-``, an append, never names one)."""
+    node: Any = manifest
+    for token in tokens(pointer):
+        if isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        elif isinstance(node, Mapping) and token in node:
+            node = node[token]
+        else:
+            return False
+    return True
 
 
 def apply_overrides(manifest: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -116,6 +116,25 @@ def test_add_override_refuses_the_redis_backend_the_operator_does_not_honour(
         endpoint.add_override("/spec/kvCacheSpec/l2CacheSpec/l2CacheBackend", "redis")
 
 
+@pytest.mark.parametrize("path", ["/spec/pdSpec/prefillSpec/replicas", "/spec/worker/environmentVariables",
+                                  "/spec/kvCacheSpec/enableL1Cache"])
+def test_add_override_refuses_a_field_the_toolkit_renders_from_a_typed_one(
+        make_endpoint: Callable[..., EndpointConfig], path: str) -> None:
+    # GIVEN an endpoint whose replicas were checked against its groups, whose environment names its generation
+    endpoint = DisaggregatedEndpoint(cdk8s.Testing.chart(), "E", endpoint=make_endpoint())
+    value = {"/spec/pdSpec/prefillSpec/replicas": 10, "/spec/worker/environmentVariables": [],
+             "/spec/kvCacheSpec/enableL1Cache": False}[path]
+    # WHEN an override would set one of those rendered fields THEN it is refused in one line, pointing at the config
+    with pytest.raises(ConfigError) as raised:
+        endpoint.add_override(path, value)
+    assert len(str(raised.value).splitlines()) == 1
+    assert f"{path}: " in str(raised.value) and "is rendered from the endpoint's typed configuration" in str(
+        raised.value)
+    # AND the manifest keeps what the configuration says
+    manifest = endpoint.resource.to_json()
+    assert manifest["spec"]["pdSpec"]["prefillSpec"]["replicas"] == endpoint.endpoint.prefill.replicas
+
+
 def test_an_unknown_override_of_the_configuration_names_its_field(make_endpoint: Callable[..., EndpointConfig]) -> None:
     endpoint = make_endpoint(overrides={"/spec/notAField": 1})
     with pytest.raises(ConfigError, match=r"endpoint llama: overrides\['/spec/notAField'\]: /spec/notAField"):
