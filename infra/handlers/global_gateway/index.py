@@ -46,10 +46,13 @@ class GatewayFailed(Exception):
 
 
 def client_token(event: Mapping[str, Any]) -> str:
-    """Derived from the logical resource and the gateway's name: a create retried after a timeout (the framework and
-    Lambda retry the same event) sends the same token, and SageMaker answers with the gateway it already made."""
+    """Derived from CloudFormation's request, the logical resource and the gateway's name: a create retried after a
+    timeout (the framework and Lambda retry the same event, with its RequestId) sends the same token, and SageMaker
+    answers with the gateway it already made; a later create of the same resource (removed, then added again) is
+    another request, with another token, so it never gets the deleted gateway's answer."""
     properties = event["ResourceProperties"]
-    seed = "|".join((str(event["StackId"]), str(event["LogicalResourceId"]), str(properties["Name"])))
+    seed = "|".join((str(event["StackId"]), str(event["RequestId"]), str(event["LogicalResourceId"]),
+                     str(properties["Name"])))
     return hashlib.sha256(seed.encode()).hexdigest()[:TOKEN_LENGTH]
 
 

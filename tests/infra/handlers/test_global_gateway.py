@@ -103,8 +103,10 @@ def test_a_create_retried_after_a_timeout_sends_the_same_client_token() -> None:
         _expect_create(clients)
         _expect_create(clients)
         assert index.on_event(CREATE, client_for=clients) == index.on_event(retry, client_for=clients)
-    # AND another logical resource (or another name) gets another token
+    # AND another logical resource (or another name) gets another token, and so does a later create of the same
+    # resource (another CloudFormation request): it must not be answered with a gateway deleted meanwhile
     assert index.client_token({**CREATE, "LogicalResourceId": "Other"}) != index.client_token(CREATE)
+    assert index.client_token({**CREATE, "RequestId": "r2"}) != index.client_token(CREATE)
 
 
 def test_a_taken_name_fails_with_the_reason() -> None:
