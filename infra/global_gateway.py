@@ -22,6 +22,7 @@ Not confirmed by any page read (so kept minimal, and said so in docs/global.md):
 
 from __future__ import annotations
 
+import atexit
 import functools
 import shutil
 import tempfile
@@ -205,6 +206,7 @@ def staged_handler() -> Path:
     """The handler's asset: ``index.py`` and, under ``models/``, the installed botocore's SageMaker model (once per
     process; the asset's hash follows the model, so a botocore upgrade redeploys the handler)."""
     staged = Path(tempfile.mkdtemp(prefix="hpdpd-global-gateway-"))
+    atexit.register(shutil.rmtree, staged, ignore_errors=True)  # synthesis copied it into the assembly by then
     shutil.copy2(HANDLER_DIR / "index.py", staged / "index.py")
     model = staged / MODELS_DIR / MODEL_FILE
     model.parent.mkdir(parents=True)
