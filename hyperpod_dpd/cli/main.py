@@ -9,6 +9,7 @@ failure a command did not turn into a row of its report.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -59,6 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hpdpd: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`hpdpd plan ... | head`): no traceback. Python's recipe (docs.python.org/3/library/
+        # signal.html, "Note on SIGPIPE"): point stdout at devnull so the interpreter's final flush cannot fail too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except Exception as exc:  # AWS and botocore failures end with one line; anything else is a bug and shows its trace
         from hyperpod_dpd.aws import describe_aws_error
 
