@@ -69,6 +69,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                         "16-token blocks), as Dynamo's guides measure")
     parser.add_argument("--block-size", metavar="TOKENS", help="tokens per KV block the connector moves (LMCache "
                         "chunk_size, default 256; vLLM NixlConnector moves vLLM blocks, e.g. 16)")
+    parser.add_argument("--calibration", metavar="FILE", help="planner constants measured on your own cluster, "
+                        "each with its source, in place of the published ones (docs/planner.md, \"Your own "
+                        "measurements\")")
     parser.add_argument("--dtype", metavar="D", help="weight precision: bf16 (default), fp8, fp4 (B200/B300)")
     parser.add_argument("--kv-dtype", metavar="D", help="KV-cache precision: bf16 (default), fp8, fp4 (B200/B300)")
     parser.add_argument("--prefix-hit-rate", metavar="F", help="share of prompt tokens served from the prefix cache, "
@@ -323,7 +326,11 @@ def run(args: argparse.Namespace) -> int:
     from hyperpod_dpd.planner.verdict import Slo
 
     chosen_model = _chosen_model(args)
-    engine = _engine_overrides(args)
+    calibration = DEFAULT_CALIBRATION.with_overrides(**_engine_overrides(args))
+    if args.calibration:
+        from hyperpod_dpd.planner.user_calibration import load_calibration
+
+        calibration = load_calibration(Path(args.calibration)).apply(calibration)
     prefill = _positive_int("--prefill-nodes", args.prefill_nodes)
     decode = _positive_int("--decode-nodes", args.decode_nodes)
     baseline = _positive_int("--baseline-nodes", args.baseline_nodes)
@@ -349,7 +356,7 @@ def run(args: argparse.Namespace) -> int:
         if decode is None:
             decode = min(target.decode_nodes, MAX_DECODE_REPLICAS)
     plan = make_plan(model=chosen_model, instance=chosen_instance, workload=workload, prefill_nodes=prefill,
-                     mode=_choice("--mode", args.mode, MODES, "both"), calibration=DEFAULT_CALIBRATION.with_overrides(**engine),
+                     mode=_choice("--mode", args.mode, MODES, "both"), calibration=calibration,
                      prefill_tp=_positive_int("--prefill-tp", args.prefill_tp),
                      decode_tp=_positive_int("--decode-tp", args.decode_tp),
                      colocated_tp=_positive_int("--colocated-tp", args.colocated_tp),

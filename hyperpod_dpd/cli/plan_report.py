@@ -54,6 +54,9 @@ def print_report(plan: Any, notes: list[str], stream: TextIO) -> None:
                  f"{data['kv_transfer_ms']:,.2f} ms at {data['efa_effective_gbytes_per_s']:.1f} GB/s (EFA line rate "
                  f"{data['efa_line_rate_gbytes_per_s']:.1f} GB/s); {data['kv_transfer_exposed_ms']:,.2f} ms of it "
                  f"after the prefill, plus {data['kv_transfer_fixed_ms']:,.1f} ms hand-off\n")
+    constants = data["calibration"]["constants"]
+    for name in data["calibration"]["measured_overrides"]:
+        stream.write(f"Calibration: {name} = {constants[name]['value']:g}, {constants[name]['basis']}\n")
     closed = plan.workload.closed_loop
     load = "concurrency" if closed else "req/s"
     print_table(_headers(load), _rows(data["predictions"], closed), title="Predictions", stream=stream)

@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.planner.serving import Point
+from hyperpod_dpd.planner.user_calibration import calibration_dict
 from hyperpod_dpd.planner.verdict import OperatingPoint, Slo
 
 if TYPE_CHECKING:
@@ -112,6 +113,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "kv_transfer_ms": round(plan.kv_transfer_s * 1e3, 3),
         "kv_transfer_exposed_ms": round(plan.kv_exposed_s * 1e3, 3),
         "kv_transfer_fixed_ms": round(plan.calibration.transfer_fixed_s * 1e3, 3),
+        "calibration": calibration_dict(plan.calibration),
         "efa_effective_gbytes_per_s": round(plan.efa_gbytes_per_s, 2),
         "efa_line_rate_gbytes_per_s": round(plan.line_rate_gbytes_per_s, 2),
         "slo": {"ttft_ms": None if slo.ttft_s is None else slo.ttft_s * 1e3,
