@@ -19,7 +19,7 @@ from hyperpod_dpd.errors import ConfigError, Issue
 from hyperpod_dpd.k8s import defaults
 from hyperpod_dpd.k8s.extensions import apply_extensions
 from hyperpod_dpd.k8s.imports.com.amazon.aws.sagemaker import inference as iec
-from hyperpod_dpd.k8s.overrides import apply_overrides, override_issues, rendered_at
+from hyperpod_dpd.k8s.overrides import apply_overrides, override_issues, rendered_at, typed_field
 
 ArgsTarget = Literal["worker", "prefill", "decode"]
 
@@ -140,10 +140,12 @@ class DisaggregatedEndpoint(Construct):
         the operator release does not honour (hyperpod_dpd.catalogue.kv_tiers). A later override of the same path wins.
         """
         problems = list(override_issues(path, value))
-        if not problems and rendered_at(self.resource.rendered_manifest(), path):
-            problems = [Issue(path, value, "is rendered from the endpoint's typed configuration; set it there, where "
-                                           "its checks run (an override would bypass them and could patch in place a "
-                                           "field that names the IEC's generation)")]
+        typed = typed_field(path)
+        if not problems and (typed is not None or rendered_at(self.resource.rendered_manifest(), path)):
+            problems = [Issue(path, value, "is rendered from the endpoint's typed configuration"
+                                           f"{f' ({typed})' if typed else ''}; set it there, where its checks and "
+                                           "operator release run (an override would bypass them and could patch in "
+                                           "place a field that names the IEC's generation)")]
         if not problems:
             candidate = {**self._overrides, path: value}
             try:

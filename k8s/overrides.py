@@ -22,6 +22,7 @@ from typing import Any
 
 import jsonschema
 
+from hyperpod_dpd.catalogue.operator import IEC_EXTENSION_FIELDS
 from hyperpod_dpd.config.endpoint_kv import pointer_problem
 from hyperpod_dpd.errors import Issue
 from hyperpod_dpd.k8s.extensions import IEC_V1
@@ -85,9 +86,30 @@ def override_issues(pointer: str, value: Any) -> Iterator[Issue]:
         yield Issue(f"{pointer}/{extra.path.replace('.', '/')}", extra.value, extra.message)
 
 
+# IEC fields a typed setting of the endpoint owns even where it renders nothing (an empty list, an unset section): an
+# override at, below or above one would skip that setting's checks (managed vLLM flags, the DPD environment that names
+# the generation) or its operator release (the IEC_EXTENSION_FIELDS rows, gated on operator.version).
+TYPED_FIELDS: Mapping[str, str] = {
+    "/spec/worker/args": "args", "/spec/worker/environmentVariables": "environment",
+    "/spec/pdSpec/prefillSpec/args": "prefill.args", "/spec/pdSpec/decodingSpec/args": "decode.args",
+    **{"/" + field.path.replace(".", "/"): field.path for field in IEC_EXTENSION_FIELDS.values()},
+}
+
+
+def typed_field(pointer: str) -> str | None:
+    """The typed setting that owns the IEC field at ``pointer`` (or one inside or around it), else None."""
+    for owned, setting in TYPED_FIELDS.items():
+        if pointer == owned or pointer.startswith(f"{owned}/") or owned.startswith(f"{pointer}/"):
+            return setting
+    return None
+
+
 def rendered_at(manifest: Mapping[str, Any], pointer: str) -> bool:
-    """Whether ``manifest`` holds a value at ``pointer`` (``-``, an append, never names one)."""
+    """Whether ``manifest`` holds a value at ``pointer``; ``-`` appends to the list before it, so it counts as that
+    list's value."""
     node: Any = manifest
+    if pointer.endswith("/-"):
+        pointer = pointer[:-2]
     for token in tokens(pointer):
         if isinstance(node, list) and token.isdigit() and int(token) < len(node):
             node = node[int(token)]
@@ -110,8 +132,12 @@ def apply_overrides(manifest: dict[str, Any], overrides: Mapping[str, Any]) -> d
                 if not 0 <= index < len(node):
                     raise ValueError(f"{pointer}: {_dotted(parents[:depth])} has no element {token} to set a field in")
                 node = node[index]
-            else:
-                node = node.setdefault(token, {})
+            else:  # a missing parent: a list where the schema declares an array ('/spec/tags/-' appends to [])
+                if token not in node:
+                    schema, _ = schema_at("".join(f"/{t.replace('~', '~0').replace('/', '~1')}"
+                                                  for t in parents[:depth + 1]))
+                    node[token] = [] if (schema or {}).get("type") == "array" else {}
+                node = node[token]
         if isinstance(node, list):
             if last == "-":
                 node.append(copy.deepcopy(value))

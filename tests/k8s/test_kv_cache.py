@@ -148,3 +148,42 @@ def test_a_json_patch_that_cannot_apply_points_to_add_override(make_endpoint: Ca
     # THEN synthesis stops with the toolkit's message (jsii carries it as a RuntimeError out of its callback)
     with pytest.raises((ConfigError, RuntimeError), match="a JSON patch does not apply.*add_override"):
         cdk8s.Testing.synth(chart)
+
+
+@pytest.mark.parametrize(("path", "value", "owner"), [
+    ("/spec/worker/args/-", "--port=9000", "(args)"),  # an append to a rendered list writes that list
+    ("/spec/pdSpec/prefillSpec/args", ["--tensor-parallel-size", "4"], "(prefill.args)"),  # not rendered when empty
+    ("/spec/worker/environmentVariables/-", {"name": "LMCACHE_SAVE_DECODE_CACHE", "value": "True"}, "(environment)"),
+    ("/spec/tolerations", [{"key": "gpu", "operator": "Exists"}], "(spec.tolerations)"),  # a 3.7 field
+    ("/spec/lmcache", {"mode": "MultiProcess"}, "(spec.lmcache)"),
+    ("/spec/modelCacheConfig/imageCache/enabled", True, "(spec.modelCacheConfig.imageCache)"),  # a 3.3 field
+])
+def test_add_override_refuses_a_field_a_typed_setting_owns_even_when_it_renders_nothing(
+        make_endpoint: Callable[..., EndpointConfig], path: str, value: Any, owner: str) -> None:
+    # GIVEN an endpoint on operator 3.2, whose vLLM flags, DPD environment and newer fields have typed settings
+    endpoint = DisaggregatedEndpoint(cdk8s.Testing.chart(), "E", endpoint=make_endpoint(), operator_version="3.2")
+    before = endpoint.resource.to_json()
+    # WHEN an override writes one of them (or appends to it) THEN it is refused in one line naming the setting
+    with pytest.raises(ConfigError) as raised:
+        endpoint.add_override(path, value)
+    assert len(str(raised.value).splitlines()) == 1
+    assert f"is rendered from the endpoint's typed configuration {owner}" in str(raised.value)
+    # AND the manifest is unchanged: no managed flag, no variable that names the generation, no field 3.2 lacks
+    assert endpoint.resource.to_json() == before
+
+
+def test_an_append_to_a_list_the_toolkit_does_not_render_creates_the_list(
+        synth: Callable[..., list[Manifest]], make_endpoint: Callable[..., EndpointConfig]) -> None:
+    # GIVEN an override that appends a tag (the endpoint renders no tags)
+    def build(chart: cdk8s.Chart) -> None:
+        DisaggregatedEndpoint(chart, "E", endpoint=make_endpoint()).add_override(
+            "/spec/tags/-", {"name": "team", "value": "ml"})
+    # THEN the rendered spec holds a one-element list (not a mapping keyed '-'), and the manifest validates
+    assert _iec(synth(build))["spec"]["tags"] == [{"name": "team", "value": "ml"}]
+
+
+def test_a_field_inside_a_list_element_that_does_not_exist_is_one_line(
+        make_endpoint: Callable[..., EndpointConfig]) -> None:
+    endpoint = DisaggregatedEndpoint(cdk8s.Testing.chart(), "E", endpoint=make_endpoint())
+    with pytest.raises(ConfigError, match="spec.tags has no element 0 to set a field in"):
+        endpoint.add_override("/spec/tags/0/name", "team")
