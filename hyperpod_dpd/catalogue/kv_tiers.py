@@ -46,6 +46,10 @@ REDIS_ISSUE_URL = "https://github.com/aws/sagemaker-hyperpod-cli/issues/431"
 CACHING_PAGE_URL = ("https://docs.aws.amazon.com/sagemaker/latest/dg/"
                     "sagemaker-hyperpod-model-deployment-caching-routing.html")
 
+# enableL1Cache: false is honoured from operator 3.3 on; earlier releases ignore it and keep L1 on (the 3.3 row of
+# OPERATOR_RELEASES, "enableL1Cache=false honoured", from the SageMaker HyperPod inference release notes).
+L1_OFF_RELEASE = "3.3"
+
 # AWS::SageMaker::Cluster TieredStorageConfig (CloudFormation registry schema; botocore ClusterTieredStorageConfig).
 TIERED_STORAGE_MODES = ("Enable", "Disable")
 TIERED_STORAGE_PERCENT_MIN = 0  # InstanceMemoryAllocationPercentage: minimum 0

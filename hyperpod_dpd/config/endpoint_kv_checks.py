@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_dpd.catalogue.kv_tiers import CACHING_PAGE_URL, L2_BACKEND_FACTS, backend_refusal
+from hyperpod_dpd.catalogue.kv_tiers import CACHING_PAGE_URL, L1_OFF_RELEASE, L2_BACKEND_FACTS, backend_refusal
+from hyperpod_dpd.catalogue.operator import OPERATOR_RELEASES, supports
 from hyperpod_dpd.config.base import join
 from hyperpod_dpd.config.endpoint_kv import KvCacheConfig, L2CacheConfig
 from hyperpod_dpd.errors import Issue
@@ -16,6 +17,7 @@ from hyperpod_dpd.errors import Issue
 if TYPE_CHECKING:
     from hyperpod_dpd.config.endpoint_fields import EndpointFields
 
+KV_CACHE_POINTER = "/spec/kvCacheSpec"  # the IEC field kv_cache renders (an override's JSON pointer)
 CAVEATS = ("the managed tiered-storage L2 is shared by every deployment of the HyperPod cluster, with no isolation "
            f"between them, and its KV data is not encrypted at rest ({CACHING_PAGE_URL})")
 
@@ -31,6 +33,17 @@ def kv_issues(e: EndpointFields, operator: str, root: Any, path: str) -> Iterato
     if e.kv_cache is not None and "l1_cache" in e.model_fields_set:
         yield Issue(join(path, "l1_cache"), e.l1_cache,
                     "is replaced by kv_cache.l1; set one of l1_cache and kv_cache, not both")
+    if not kv_cache_of(e).l1 and operator in OPERATOR_RELEASES and not supports(operator, L1_OFF_RELEASE):
+        key = "kv_cache.l1" if e.kv_cache is not None else "l1_cache"
+        yield Issue(join(path, key), False, f"is ignored by operator {operator}: enableL1Cache false is honoured from "
+                                            f"operator {L1_OFF_RELEASE} on (L1 stays on); raise operator.version")
+    if root is not None:  # an environment's endpoint: kvCacheSpec is kv_cache's, where the checks below run
+        for pointer in e.overrides:
+            if pointer == KV_CACHE_POINTER or pointer.startswith(f"{KV_CACHE_POINTER}/"):
+                yield Issue(join(path, f"overrides[{pointer!r}]"), e.overrides[pointer],
+                            "spec.kvCacheSpec is rendered from kv_cache (l1, l2.backend, l2.url); set it there, where "
+                            "the cluster's tiered storage and a production environment's acceptance of the managed "
+                            "tier's caveats are checked (enableL2Cache alone turns on the managed tier)")
     l2 = e.kv_cache.l2 if e.kv_cache is not None else None
     if l2 is None:
         return

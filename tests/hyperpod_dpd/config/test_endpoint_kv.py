@@ -131,3 +131,39 @@ def test_an_enabled_tier_must_state_its_memory_share(write_config: Callable[...,
 def test_an_override_that_is_not_a_spec_pointer_is_refused_at_load(write_config: Callable[..., Path]) -> None:
     message = _one_line(write_config(_kv({"l1": True}, overrides={"kvCacheSpec.enableL2Cache": True})))
     assert message.startswith("endpoints[0].overrides:") and "must be a JSON pointer into the IEC's spec" in message
+
+
+@pytest.mark.parametrize("pointer", ["/spec/kvCacheSpec/enableL2Cache", "/spec/kvCacheSpec",
+                                     "/spec/kvCacheSpec/cacheConfigFile"])
+def test_an_override_of_the_kv_tiers_is_refused_for_kv_cache(write_config: Callable[..., Path], pointer: str) -> None:
+    # GIVEN a production environment without tiered storage whose endpoint turns the managed L2 on by override
+    def mutate(data: dict[str, Any]) -> None:
+        data.update(production=True, removal_policy="retain", termination_protection=True)
+        data.setdefault("alerts", {}).update(emails=["oncall@example.com"],
+                                             no_log_alarm_reason="the test environment ships no logs")
+        data["endpoints"][0]["overrides"] = {pointer: True if pointer.endswith("L2Cache") else {}}
+    message = _one_line(write_config(mutate))
+    # THEN it is refused in one line pointing at kv_cache, where the cluster and the caveats are checked
+    assert message.startswith(f"endpoints[0].overrides['{pointer}']:")
+    assert "spec.kvCacheSpec is rendered from kv_cache" in message
+
+
+@pytest.mark.parametrize(("key", "value"), [("kv_cache", {"l1": False}), ("l1_cache", False)])
+def test_turning_l1_off_on_an_operator_that_ignores_it_is_refused(write_config: Callable[..., Path], key: str,
+                                                                  value: Any) -> None:
+    def mutate(data: dict[str, Any]) -> None:
+        data["operator"]["version"] = "3.2"
+        data["endpoints"][0][key] = value
+    message = _one_line(write_config(mutate))
+    field = "kv_cache.l1" if key == "kv_cache" else "l1_cache"
+    assert message == (f"endpoints[0].{field}: false: is ignored by operator 3.2: enableL1Cache false is honoured "
+                       "from operator 3.3 on (L1 stays on); raise operator.version")
+
+
+def test_turning_l1_off_from_operator_3_3_loads(write_config: Callable[..., Path]) -> None:
+    def mutate(data: dict[str, Any]) -> None:
+        data["operator"]["version"] = "3.3"
+        data["endpoints"][0]["kv_cache"] = {"l1": False}
+    config = load_environment("dev", write_config(mutate))
+    kv = config.endpoints[0].kv_cache
+    assert kv is not None and kv.l1 is False
