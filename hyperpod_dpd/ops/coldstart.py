@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hyperpod_dpd.catalogue.caches import (
@@ -219,13 +219,14 @@ def pod_phases(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]],
             and (e.get("involvedObject") or {}).get("kind", "Pod") == "Pod"]
     return PodColdStart(pod=name, role=str((meta.get("labels") or {}).get(
         "inference.sagemaker.aws.amazon.com/dpd-role", name.split("-", 1)[0])), node=node_name, phases=(
-        _node_phase(meta, conditions, nodes.get(str(node_name)) if node_name else None),
+        _node_phase(meta, status, conditions, nodes.get(str(node_name)) if node_name else None),
         _image_phase(mine, worker),
         _init_phase(status, conditions),
         _engine_phase(status, conditions, worker)))
 
 
-def _node_phase(meta: Mapping[str, Any], conditions: Sequence[Any], node: Mapping[str, Any] | None) -> Phase:
+def _node_phase(meta: Mapping[str, Any], status: Mapping[str, Any], conditions: Sequence[Any],
+                node: Mapping[str, Any] | None) -> Phase:
     created = parse_time(meta.get("creationTimestamp"))
     scheduled, why = _condition(conditions, SCHEDULED_CONDITION)
     if node is None:
@@ -233,6 +234,10 @@ def _node_phase(meta: Mapping[str, Any], conditions: Sequence[Any], node: Mappin
     node_ready, node_why = _condition((node.get("status") or {}).get("conditions") or [], NODE_READY_CONDITION)
     if scheduled is None or node_ready is None:
         return _phase(PHASES[0], created, None, why=why or f"node {node.get('metadata', {}).get('name')}: {node_why}")
+    started = parse_time(status.get("startTime"))  # the kubelet acknowledged the pod: its node was up by then
+    if started is not None and node_ready > started:  # the node's Ready changed later (a restart), not its join
+        return _phase(PHASES[0], created, scheduled, f"node Ready changed at {_stamp(node_ready)}, after the pod "
+                      "started: not part of this wait", why="the pod has no creationTimestamp")
     detail = f"node ready {_stamp(node_ready)}" + (" (after the pod was created)" if created and node_ready > created
                                                    else "")
     return _phase(PHASES[0], created, max(scheduled, node_ready), detail, why="the pod has no creationTimestamp")
@@ -247,8 +252,10 @@ def _image_phase(events: Sequence[Mapping[str, Any]], worker: str | None) -> Pha
         return _phase(PHASES[1], _event_time(pulling[0], last=False) if pulling else None, None,
                       why="no Pulled event of the worker container" + (
                           " yet" if pulling else " (events expire after an hour)"))
-    done = pulled[-1]
-    end = _event_time(done, last=True)
+    # The cold start's pull is the first Pulled event: a restarted container adds "already present on machine" ones
+    # later (and the API lists events by name, not by time).
+    done = min(pulled, key=lambda e: _event_time(e, last=False) or datetime.max.replace(tzinfo=UTC))
+    end = _event_time(done, last=False)
     message = " ".join(str(done.get("message", "")).split())
     if ALREADY_PRESENT in message:
         return _phase(PHASES[1], end, end, "already present on the node", seconds=0.0)

@@ -110,3 +110,38 @@ def test_go_durations_as_the_kubelet_writes_them(text: str, seconds: float | Non
 
 def test_durations_read_for_people() -> None:
     assert (duration_text(None), duration_text(12.34), duration_text(330.0)) == ("unknown", "12.3 s", "5 min 30 s")
+
+
+def _prefill(objects: dict[str, list[dict[str, Any]]]) -> tuple[dict[str, Any], list[dict[str, Any]],
+                                                                 dict[str, dict[str, Any]]]:
+    pod = objects["pods"][0]
+    events = [e for e in objects["events"] if e["involvedObject"]["name"] == pod["metadata"]["name"]]
+    return pod, events, {n["metadata"]["name"]: n for n in objects["nodes"]}
+
+
+def test_a_restarted_worker_keeps_the_pull_of_its_cold_start() -> None:
+    # GIVEN the prefill pod that pulled its image in 1m54.5s, whose worker was then restarted (OOM): the kubelet adds
+    # a later Pulled event, "already present on machine", listed after the first
+    pod, events, nodes = _prefill(cluster())
+    restart = {**events[-1], "metadata": {"name": pod["metadata"]["name"] + ".restart", "namespace": NAMESPACE},
+               "reason": "Pulled", "firstTimestamp": "2026-03-01T10:13:00Z", "lastTimestamp": "2026-03-01T10:13:00Z",
+               "message": 'Container image "public.ecr.aws/deep-learning-containers/vllm:server-hyperpod-cuda-v1.1" '
+                          "already present on machine"}
+    # WHEN its phases are read
+    image = {p.name: p for p in pod_phases(pod, [*events, restart], nodes).phases}["image pulled"]
+    # THEN the image phase is the cold start's pull, not the restart's cache hit
+    assert image.seconds == pytest.approx(114.5)
+    assert "already present" not in image.detail
+
+
+def test_a_node_ready_flap_after_the_pod_started_is_not_part_of_the_wait() -> None:
+    # GIVEN the prefill pod's node, whose Ready condition changed two days after the pod started (a kubelet restart)
+    pod, events, nodes = _prefill(cluster())
+    node = nodes[pod["spec"]["nodeName"]]
+    for condition in node["status"]["conditions"]:
+        if condition["type"] == "Ready":
+            condition["lastTransitionTime"] = "2026-03-03T12:00:00Z"
+    # WHEN its phases are read THEN the node phase ends when the pod was scheduled, and says why
+    phase = {p.name: p for p in pod_phases(pod, events, nodes).phases}["node ready"]
+    assert phase.seconds is not None and phase.seconds < 60
+    assert "after the pod started: not part of this wait" in phase.detail
