@@ -53,7 +53,7 @@ class WeightsCacheConfig(Model):
         if not value.startswith("/"):
             raise ValueError(f"must be an absolute path on the node, such as {DEFAULT_WEIGHTS_HOST_PATH}")
         normal = posixpath.normpath(value)
-        if normal != value or "/../" in f"{value}/":
+        if normal != value or "/../" in f"{value}/" or value.startswith("//"):  # normpath keeps a leading '//'
             raise ValueError(f"must be a normal absolute path (no '.', '..', '//' or trailing '/'): {normal!r}")
         if normal == "/":
             raise ValueError("must not be the node's root directory")

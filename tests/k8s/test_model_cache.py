@@ -104,6 +104,7 @@ def test_the_schema_still_refuses_what_the_crd_and_the_row_do_not_declare(write_
     ("opt/dlami/nvme", "must be an absolute path"),
     ("/opt/dlami/../nvme", "must be a normal absolute path"),
     ("/opt/dlami/nvme/", "must be a normal absolute path"),
+    ("//opt/dlami/nvme", "must be a normal absolute path"),  # normpath keeps a leading '//' (POSIX leaves it open)
     ("/", "root directory"),
     ("/" + "a" * 255, "at most 255 characters"),
 ])
