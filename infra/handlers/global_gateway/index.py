@@ -35,6 +35,7 @@ ACTIVE, FAILED, DELETING = "ACTIVE", "FAILED", "DELETING"
 BUSY_MEMBER = ("ADDING", "REMOVING")
 ARN = re.compile(r"arn:aws[a-z\-]*:sagemaker:([a-z0-9\-]+):[0-9]{12}:global-inference-gateway/[a-z0-9]{12}")
 TOKEN_LENGTH = 64  # GlobalInferenceGatewayClientToken: max 64, [a-zA-Z0-9-]+
+MAX_MEMBERS = 10  # GlobalInferenceGatewayMembers: max 10 (AddInferenceGateway answers ResourceLimitExceeded past it)
 # The properties the construct passes (infra/global_gateway.py) and the handler reads.
 PROPERTIES = ("Name", "ExecutionRoleArn", "Members")
 
@@ -104,10 +105,19 @@ def on_event(event: Mapping[str, Any], context: Any = None, *, client_for: Clien
     if request == "Update":
         old = event.get("OldResourceProperties") or {}
         if old.get("Name") == properties["Name"]:
-            if old.get("ExecutionRoleArn") != properties["ExecutionRoleArn"]:
-                raise GatewayFailed(f"the execution role of global inference gateway {properties['Name']} cannot "
-                                    "change after it is created (SageMaker); give the gateway a new name to replace it")
-            return {"PhysicalResourceId": event["PhysicalResourceId"]}
+            # Against the gateway itself, not OldResourceProperties: CloudFormation's rollback of a refused change sends
+            # an Update back to the role the gateway has, which must succeed (else UPDATE_ROLLBACK_FAILED).
+            physical = str(event["PhysicalResourceId"])
+            match = ARN.fullmatch(physical)
+            if match:
+                sagemaker = client_for(match.group(1))
+                role = sagemaker.describe_global_inference_gateway(Identifier=physical)["ExecutionRoleArn"]
+                if role != properties["ExecutionRoleArn"]:
+                    raise GatewayFailed(
+                        f"the execution role of global inference gateway {properties['Name']} cannot change after it "
+                        f"is created (SageMaker; it has {role}): delete the gateway's stack, then deploy it with the "
+                        "new role (a new gateway cannot take members the old one still holds: ResourceInUse)")
+            return {"PhysicalResourceId": physical}
     return {"PhysicalResourceId": _create(event, properties, client_for)}
 
 
@@ -163,13 +173,19 @@ def is_complete(event: Mapping[str, Any], context: Any = None, *, client_for: Cl
     if status != ACTIVE:
         return {"IsComplete": False}
     current = _members(sagemaker, physical)
+    wanted: list[dict[str, str]] | None = None
     failed = [m for m in current if m.get("Status") == FAILED]
+    if failed:  # one the configuration still names fails the request; one it no longer names is removed below
+        wanted = resolve_members(properties, client_for)
+        failed = [m for m in failed if _key(m) in {_key(w) for w in wanted}]
     if failed:
         raise GatewayFailed("; ".join(f"member {m['Namespace']}/{m['Name']} of {m['ClusterArn']} is FAILED: "
                                       f"{m.get('FailureReason') or 'no FailureReason'}" for m in failed))
     if any(m.get("Status") in BUSY_MEMBER for m in current):
         return {"IsComplete": False}
-    if not _step(sagemaker, physical, properties, described, current, client_for):
+    if wanted is None:
+        wanted = resolve_members(properties, client_for)
+    if not _step(sagemaker, physical, properties, described, current, wanted):
         return {"IsComplete": False}
     # Every attribute the stack reads is always there (Fn::GetAtt of a missing one fails the stack): the URL and the
     # PrivateLink service name "are set after the global inference gateway becomes ACTIVE".
@@ -180,32 +196,36 @@ def is_complete(event: Mapping[str, Any], context: Any = None, *, client_for: Cl
 
 
 def _step(sagemaker: Any, physical: str, properties: Mapping[str, Any], described: Mapping[str, Any],
-          current: Sequence[Mapping[str, Any]], client_for: ClientFor) -> bool:
+          current: Sequence[Mapping[str, Any]], wanted: Sequence[Mapping[str, Any]]) -> bool:
     """Make the next change (routing, then one addition, then one removal) and answer False, or True when none is
     left. A ``ConflictException`` means SageMaker is busy: the next poll tries again."""
     routing = _routing(properties)
     weights = (described.get("Routing") or {}).get("Weights") or {}
-    wanted = resolve_members(properties, client_for)
     have = {_key(m) for m in current}
     want = {_key(m) for m in wanted}
     try:
         if routing and any(weights.get(k) != v for k, v in routing["Weights"].items()):
             sagemaker.update_global_inference_gateway(Identifier=physical, Routing=routing)
             return False
-        for member in wanted:
-            if _key(member) not in have:
-                sagemaker.add_inference_gateway(Identifier=physical, **member)
-                return False
-        for summary in current:
-            if _key(summary) not in want:
-                sagemaker.remove_inference_gateway(Identifier=physical, ClusterArn=summary["ClusterArn"],
-                                                   Namespace=summary["Namespace"], Name=summary["Name"])
-                return False
+        additions = [m for m in wanted if _key(m) not in have]
+        removals = [m for m in current if _key(m) not in want]
+        # Add before removing (never zero members), unless the gateway is full: then make room first.
+        if additions and (len(current) < MAX_MEMBERS or not removals):
+            sagemaker.add_inference_gateway(Identifier=physical, **additions[0])
+            return False
+        if removals:
+            summary = removals[0]
+            sagemaker.remove_inference_gateway(Identifier=physical, ClusterArn=summary["ClusterArn"],
+                                               Namespace=summary["Namespace"], Name=summary["Name"])
+            return False
     except sagemaker.exceptions.ConflictException:
         return False
     except sagemaker.exceptions.ResourceInUse as error:
         raise GatewayFailed(f"a member already belongs to another global inference gateway ({_message(error)})") \
             from error
+    except sagemaker.exceptions.ResourceLimitExceeded as error:
+        raise GatewayFailed(f"global inference gateway {described['Name']} cannot take another member "
+                            f"({_message(error)})") from error
     return True
 
 

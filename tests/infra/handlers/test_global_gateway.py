@@ -156,6 +156,7 @@ def test_a_failed_gateway_fails_with_sagemakers_reason() -> None:
 def test_a_failed_member_fails_with_its_reason() -> None:
     with stubbed() as clients:
         _poll(clients, EVENT, _gateway("ACTIVE"), [_member(WEST), _member(EAST, "FAILED", FailureReason="no LB")])
+        clients.both_clusters()
         with pytest.raises(index.GatewayFailed, match="member llm-serving/llama-gateway of .*east.* FAILED: no LB"):
             index.is_complete(EVENT, client_for=clients)
 
@@ -165,6 +166,8 @@ def test_update_adds_a_member_then_removes_one_then_completes() -> None:
     old = "arn:aws:sagemaker:us-west-2:111111111111:cluster/old000000001"
     update = {**EVENT, "RequestType": "Update", "OldResourceProperties": PROPS}
     with stubbed() as clients:
+        clients.stubs["us-west-2"].add_response("describe_global_inference_gateway", _gateway("ACTIVE"),
+                                                {"Identifier": GW})
         assert index.on_event(update, client_for=clients) == {"PhysicalResourceId": GW}
         # WHEN it polls: first the addition (never zero members: add before remove)
         _poll(clients, update, _gateway("ACTIVE"), [_member(WEST), _member(old)])
@@ -205,10 +208,23 @@ def test_update_of_the_weights_calls_update_and_a_conflict_waits() -> None:
         assert index.is_complete(update, client_for=clients) == {"IsComplete": False}
 
 
-def test_a_new_role_under_the_same_name_is_refused_and_a_new_name_creates() -> None:
-    update = {**EVENT, "RequestType": "Update", "OldResourceProperties": {**PROPS, "ExecutionRoleArn": ROLE + "-old"}}
-    with pytest.raises(index.GatewayFailed, match="cannot change after it is created"):
-        index.on_event(update)
+def test_a_new_role_under_the_same_name_is_refused_its_rollback_succeeds_and_a_new_name_creates() -> None:
+    # GIVEN a gateway created with ROLE-old, and an update to ROLE
+    old_role = {**PROPS, "ExecutionRoleArn": ROLE + "-old"}
+    update = {**EVENT, "RequestType": "Update", "OldResourceProperties": old_role}
+    with stubbed() as clients:
+        clients.stubs["us-west-2"].add_response(
+            "describe_global_inference_gateway", _gateway("ACTIVE", ExecutionRoleArn=ROLE + "-old"), {"Identifier": GW})
+        # THEN the update is refused, naming the role the gateway has
+        with pytest.raises(index.GatewayFailed, match="cannot change after it is created .*it has .*-old"):
+            index.on_event(update, client_for=clients)
+    # WHEN CloudFormation rolls back: an Update with the properties swapped, back to the gateway's own role
+    rollback = {**EVENT, "RequestType": "Update", "ResourceProperties": old_role, "OldResourceProperties": PROPS}
+    with stubbed() as clients:
+        clients.stubs["us-west-2"].add_response(
+            "describe_global_inference_gateway", _gateway("ACTIVE", ExecutionRoleArn=ROLE + "-old"), {"Identifier": GW})
+        # THEN it succeeds (no UPDATE_ROLLBACK_FAILED)
+        assert index.on_event(rollback, client_for=clients) == {"PhysicalResourceId": GW}
     renamed = {**EVENT, "RequestType": "Update", "OldResourceProperties": {**PROPS, "Name": "old-name"}}
     with stubbed() as clients:
         _expect_create(clients)
@@ -253,3 +269,37 @@ def test_the_model_knows_every_operation_and_status_the_handler_uses() -> None:
     statuses = model.shape_for("GlobalInferenceGatewayStatus").enum
     assert {index.ACTIVE, index.FAILED, index.DELETING} <= set(statuses)
     assert set(index.BUSY_MEMBER) <= set(model.shape_for("GlobalInferenceGatewayMemberStatus").enum)
+
+
+def test_a_failed_member_no_longer_configured_is_removed() -> None:
+    # GIVEN east FAILED in SageMaker and removed from the configuration
+    update = {**EVENT, "RequestType": "Update", "ResourceProperties": {**PROPS, "Members": MEMBERS[:1]},
+              "OldResourceProperties": PROPS}
+    with stubbed() as clients:
+        _poll(clients, update, _gateway("ACTIVE"), [_member(WEST), _member(EAST, "FAILED", FailureReason="no LB")])
+        clients.cluster("us-west-2", "hpdpd-west", WEST)
+        # THEN the poll removes it instead of failing on it
+        clients.stubs["us-west-2"].add_response(
+            "remove_inference_gateway", {"Arn": GW, "Id": "abcdef012345", "Name": "llama-global",
+                                         "Gateway": GATEWAYS[1], "Status": "REMOVING"},
+            {"Identifier": GW, **{k: GATEWAYS[1][k] for k in ("ClusterArn", "Namespace", "Name")}})
+        assert index.is_complete(update, client_for=clients) == {"IsComplete": False}
+
+
+def test_a_full_gateway_makes_room_before_it_adds() -> None:
+    # GIVEN ten members (the most a gateway holds), the configuration swapping the tenth for another cluster
+    arn = "arn:aws:sagemaker:us-west-2:111111111111:cluster/cluster{:05d}".format
+    ten = [{**MEMBERS[0], "Environment": f"e{i}", "ClusterName": f"c{i}"} for i in range(10)]
+    swapped = [*ten[:9], {**ten[9], "Environment": "e10", "ClusterName": "c10"}]
+    update = {**EVENT, "RequestType": "Update", "ResourceProperties": {**PROPS, "Members": swapped},
+              "OldResourceProperties": {**PROPS, "Members": ten}}
+    with stubbed() as clients:
+        _poll(clients, update, _gateway("ACTIVE"), [_member(arn(i)) for i in range(10)])
+        for i, member in enumerate(swapped):
+            clients.cluster("us-west-2", member["ClusterName"], arn(i if i < 9 else 10))
+        # THEN the poll removes the tenth first (an eleventh member would be refused)
+        clients.stubs["us-west-2"].add_response(
+            "remove_inference_gateway", {"Arn": GW, "Id": "abcdef012345", "Name": "llama-global",
+                                         "Gateway": {**GATEWAYS[0], "ClusterArn": arn(9)}, "Status": "REMOVING"},
+            {"Identifier": GW, "ClusterArn": arn(9), "Namespace": "llm-serving", "Name": "llama-gateway"})
+        assert index.is_complete(update, client_for=clients) == {"IsComplete": False}
