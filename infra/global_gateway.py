@@ -41,7 +41,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
 from hyperpod_dpd.infra import checkov, nag, source_conditions
-from hyperpod_dpd.infra.arns import arn
+from hyperpod_dpd.infra.arns import arn, iam_arn
 from hyperpod_dpd.infra.autoscaling_ready import LOG_GROUP_SKIPS, acknowledge_framework
 
 HANDLER_DIR = Path(__file__).parent / "handlers" / "global_gateway"
@@ -124,7 +124,10 @@ class GlobalInferenceGateway(Construct):
         regions = sorted({m.region for m in members})
         clusters = [arn(self, "sagemaker", "cluster/*", region=r) for r in regions]
         self.execution_role: iam.Role | None = None
-        if execution_role_arn is None:
+        # A role of one's own is granted (iam:PassRole) by an ARN with ${AWS::Partition} (HPDPD-IAM1), in this account
+        if execution_role_arn is not None:
+            pass_role = iam_arn(self, execution_role_arn.split(":", 5)[5])
+        else:
             self.execution_role = iam.Role(
                 self, "ExecutionRole", assumed_by=source_conditions.service_principal(
                     SAGEMAKER, source_conditions.sagemaker(self)),
@@ -139,7 +142,7 @@ class GlobalInferenceGateway(Construct):
                 f"the execution role of global gateway {name}: no AWS page read states its trust or permissions; it "
                 "trusts sagemaker.amazonaws.com for this account's SageMaker resources and may only DescribeCluster. "
                 "If the gateway fails to reach its clusters, set execution_role_arn in global.yaml (docs/global.md)"))
-            execution_role_arn = self.execution_role.role_arn
+            execution_role_arn = pass_role = self.execution_role.role_arn
         self.execution_role_arn = execution_role_arn
         self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=removal_policy)
         self.handler_role = iam.Role(self, "HandlerRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
@@ -150,7 +153,7 @@ class GlobalInferenceGateway(Construct):
                                 resources=[arn(self, "sagemaker", "global-inference-gateway/*")]),
             iam.PolicyStatement(sid="NameMemberClusters", actions=[DESCRIBE_CLUSTER, *CLUSTER_ACTIONS],
                                 resources=clusters),
-            iam.PolicyStatement(sid="PassTheExecutionRole", actions=[PASS_ROLE], resources=[execution_role_arn],
+            iam.PolicyStatement(sid="PassTheExecutionRole", actions=[PASS_ROLE], resources=[pass_role],
                                 conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER}}),
         ]
         self.policy = iam.Policy(self, "HandlerPolicy", statements=statements)

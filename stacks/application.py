@@ -113,6 +113,9 @@ def global_gateway_stages(app: cdk.App, config_dir: Path | None, selected: Seque
         problems = [Issue(f"gateways[{i}].members", g.name, f"environment {e} is not in pipeline.yaml's order, so the "
                           "pipeline cannot deploy the gateway after it") for i, g in enumerate(config.gateways)
                     for e in g.member_environments if e not in pipeline.order]
+        waves = {name for name, _ in pipeline.waves if name is not None}
+        problems += [Issue(f"gateways[{i}].name", g.name, f"its stage {g.stage_id} is also a wave of pipeline.yaml; "
+                           "rename the gateway or the wave") for i, g in enumerate(config.gateways) if g.stage_id in waves]
         if problems:
             raise ConfigError(display_path(global_file(config_dir)), problems)
     return [GlobalGatewayStage(app, config=g, environments=by_name,

@@ -119,22 +119,26 @@ class GlobalConfig(Model):
     gateways: tuple[GlobalGatewayConfig, ...] = Field(min_length=1)
 
     def issues(self, root: Any = None, path: str = "") -> Iterator[Issue]:
-        names: dict[tuple[str, str, str], int] = {}
+        names: dict[str, int] = {}
         claimed: dict[tuple[str, str], str] = {}
         for i, gateway in enumerate(self.gateways):
             where = join("gateways", i)
             if GATEWAY_ID_PATTERN.fullmatch(gateway.name):
                 yield Issue(join(where, "name"), gateway.name, "must not be exactly 12 lowercase letters or digits: "
                             "SageMaker reads that as a gateway ID (botocore CreateGlobalInferenceGatewayRequest.Name)")
-            key = (gateway.account, gateway.region, gateway.name)
-            if key in names:
-                yield Issue(join(where, "name"), gateway.name, f"listed twice for {gateway.account}/{gateway.region} "
-                            f"(first at gateways[{names[key]}]); a name is unique per account and Region")
-            names.setdefault(key, i)
-            if gateway.execution_role_arn and gateway.execution_role_arn.split(":")[4] != gateway.account:
-                yield Issue(join(where, "execution_role_arn"), gateway.execution_role_arn,
-                            f"must be a role in the gateway's account {gateway.account} (botocore "
-                            "CreateGlobalInferenceGatewayRequest.ExecutionRoleArn: in your account and partition)")
+            # SageMaker wants a name unique per account and Region; the toolkit's stage (global-<name>) and stack
+            # (hpdpd-global-<name>) are named after it alone, so it is unique in the file.
+            if gateway.name in names:
+                yield Issue(join(where, "name"), gateway.name, f"listed twice (first at gateways[{names[gateway.name]}]); "
+                            f"each gateway is the stage {gateway.stage_id} and the stack {gateway.stack_name}, so a "
+                            "name is used once in global.yaml, whatever its account and Region")
+            names.setdefault(gateway.name, i)
+            role = gateway.execution_role_arn
+            if role and (role.split(":")[4] != gateway.account or role.split(":")[1] != gateway.partition):
+                yield Issue(join(where, "execution_role_arn"), role,
+                            f"must be a role in the gateway's account {gateway.account} and partition "
+                            f"{gateway.partition} (botocore CreateGlobalInferenceGatewayRequest.ExecutionRoleArn: in "
+                            "your account and partition)")
             for j, member in enumerate(gateway.members):
                 ref = (member.environment, member.endpoint)
                 if ref in claimed:
@@ -195,6 +199,10 @@ def global_issues(config: GlobalConfig, available: Sequence[str],
                   loaded: Mapping[str, EnvironmentConfig]) -> Iterator[Issue]:
     """Each member against its environment file."""
     for i, gateway in enumerate(config.gateways):
+        if gateway.stage_id in available:
+            yield Issue(join(join("gateways", i), "name"), gateway.name,
+                        f"its stage {gateway.stage_id} is also the stage of environment {gateway.stage_id} (file "
+                        f"{gateway.stage_id}.yaml); rename the gateway or the environment")
         clusters: dict[tuple[str, str, str], int] = {}
         for j, member in enumerate(gateway.members):
             where = join(join(join("gateways", i), "members"), j)

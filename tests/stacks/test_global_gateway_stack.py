@@ -187,3 +187,25 @@ def test_the_handler_brings_the_sagemaker_model_its_runtime_may_lack(assembly: P
     assert Path(path).resolve().is_relative_to((nested / asset).resolve())
     assert {"CreateGlobalInferenceGateway", "AddInferenceGateway", "DeleteGlobalInferenceGateway"} <= set(
         model["operations"])
+
+
+def test_a_role_of_ones_own_is_passed_by_a_partition_aware_arn(cdk_context: dict[str, Any]) -> None:
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Match, Template
+
+    from hyperpod_dpd.infra.global_gateway import GlobalInferenceGateway, Member
+
+    # GIVEN execution_role_arn, written as the docs show it (a literal arn:aws:)
+    stack = cdk.Stack(cdk.App(context=cdk_context), "Own", env=cdk.Environment(account="111111111111",
+                                                                               region="us-west-2"))
+    GlobalInferenceGateway(stack, "Gateway", name="llama-global", execution_role_arn=(
+        "arn:aws:iam::111111111111:role/team/my-gateway-role"), members=[Member(
+            environment="west", region="us-west-2", cluster_name="hpdpd-west", namespace="llm-serving", name="g")])
+    template = Template.from_stack(stack)
+    # THEN the gateway is given the role as written, and iam:PassRole names it with ${AWS::Partition} (HPDPD-IAM1)
+    template.has_resource_properties(RESOURCE_TYPE, {
+        "ExecutionRoleArn": "arn:aws:iam::111111111111:role/team/my-gateway-role"})
+    template.has_resource_properties("AWS::IAM::Policy", {"PolicyDocument": {"Statement": Match.array_with([
+        Match.object_like({"Sid": "PassTheExecutionRole", "Resource": {"Fn::Join": ["", [
+            "arn:", {"Ref": "AWS::Partition"}, ":iam::111111111111:role/team/my-gateway-role"]]}})])}})
+    assert "arn:aws:" not in json.dumps(template.find_resources("AWS::IAM::Policy"))
