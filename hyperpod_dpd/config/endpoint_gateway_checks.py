@@ -37,6 +37,10 @@ def gateway_issues(e: EndpointFields, path: str) -> Iterator[Issue]:
             yield Issue(join(path, "gateway"), "<section>", "applies only with routing.tier: gateway")
         return
     where = join(path, "routing.tier")
+    if not DPD_BEHIND_GATEWAY_DOCUMENTED:  # every endpoint of the toolkit is a pdSpec (DPD) endpoint: the root cause,
+        # before routing.strategy (removing the strategy would only lead to this refusal)
+        yield Issue(where, tier, f"cannot front a DPD endpoint: {DPD_GATEWAY_REASON}; use routing.tier: dpd-router")
+        return
     if "strategy" in e.routing.model_fields_set:
         # AWS: "You cannot set inferenceGateway.enabled together with intelligentRoutingSpec.enabled on the same model;
         # these fields are mutually exclusive." (GATEWAY_PAGE, Integration with the HyperPod Inference Operator)
@@ -45,9 +49,6 @@ def gateway_issues(e: EndpointFields, path: str) -> Iterator[Issue]:
                     "exclusive (AWS: inferenceGateway.enabled and intelligentRoutingSpec.enabled cannot be set "
                     "together); remove routing.strategy, or use routing.tier: dpd-router")
         return  # the root cause alone
-    if not DPD_BEHIND_GATEWAY_DOCUMENTED:  # every endpoint of the toolkit is a pdSpec (DPD) endpoint
-        yield Issue(where, tier, f"cannot front a DPD endpoint: {DPD_GATEWAY_REASON}; use routing.tier: dpd-router")
-        return
     config = gateway_config(e)
     if config.auth.enabled and config.auth.jwt is None:
         yield Issue(join(path, "gateway.auth.jwt"), MISSING,

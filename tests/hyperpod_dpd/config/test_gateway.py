@@ -12,7 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from hyperpod_dpd.catalogue.gateway import GATEWAY_MINIMUM_ADDON_VERSION, SCORING_WEIGHTS
-from hyperpod_dpd.config import parse_environment
+from hyperpod_dpd.config import endpoint_gateway_checks, parse_environment
 from hyperpod_dpd.config.endpoint_gateway import GatewayConfig, ScoringWeights, gateway_reference
 from hyperpod_dpd.config.endpoint_gateway_checks import gateway_environment_issues, load_balancer_zones
 from hyperpod_dpd.config.endpoints import EndpointConfig
@@ -51,7 +51,9 @@ def test_a_dpd_endpoint_behind_the_gateway_is_refused_in_one_line_with_the_reaso
     assert text.endswith("; use routing.tier: dpd-router")
 
 
-def test_gateway_with_intelligent_routing_fails_in_one_line_naming_both_fields(data) -> None:
+def test_gateway_with_intelligent_routing_fails_in_one_line_naming_both_fields(data, monkeypatch) -> None:
+    # (once a DPD endpoint may sit behind the gateway; until then that refusal comes first, alone)
+    monkeypatch.setattr(endpoint_gateway_checks, "DPD_BEHIND_GATEWAY_DOCUMENTED", True)
     # GIVEN the fixture's endpoint also asking for the operator's intelligent routing (routing.strategy)
     mutated = copy.deepcopy(data)
     mutated["endpoints"][0]["routing"]["strategy"] = "prefixaware"
@@ -155,3 +157,13 @@ def test_every_weight_field_is_a_documented_weight() -> None:
     # GIVEN every weight set THEN the rendered names are exactly the CRD reference's
     weights = ScoringWeights.model_validate({k: 1 for k in ScoringWeights.model_fields})
     assert set(weights.manifest()) == set(SCORING_WEIGHTS)
+
+
+def test_a_dpd_endpoint_with_a_strategy_is_refused_for_the_root_cause(data) -> None:
+    # GIVEN the fixture's endpoint on the gateway tier with routing.strategy
+    mutated = copy.deepcopy(data)
+    mutated["endpoints"][0]["routing"]["strategy"] = "prefixaware"
+    with pytest.raises(ConfigError) as raised:
+        _load(mutated)
+    # THEN the DPD refusal, which removing the strategy would not lift
+    assert "cannot front a DPD endpoint" in str(raised.value) and "mutually exclusive" not in str(raised.value)
