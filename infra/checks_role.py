@@ -89,6 +89,14 @@ PLAN_CALLS: Mapping[tuple[str, str], str] = {
 HANDOVER_CALLS: Mapping[tuple[str, str], str] = {
     ("cloudformation", "GetTemplate"): "cloudformation:GetTemplate",
 }
+# Calls preflight makes for an environment that is a member of a global inference gateway (global.yaml, read by
+# hyperpod_dpd/cli/preflight.py; hyperpod_dpd/ops/global_preflight.py): granted to every checks role, since the
+# environment's own configuration does not say which gateways it belongs to. Neither names a resource: EC2
+# DescribeRegions supports no resource-level permissions; ListGlobalInferenceGateways lists the account's gateways.
+GLOBAL_CALLS: Mapping[tuple[str, str], str] = {
+    ("ec2", "DescribeRegions"): "ec2:DescribeRegions",  # global-region: the member's Region is not opt-in
+    ("sagemaker", "ListGlobalInferenceGateways"): "sagemaker:ListGlobalInferenceGateways",  # global-quota
+}
 RUNNER_ACTIONS = (
     "codebuild:BatchGetProjects",  # RemoteChecks.describe: the project's S3 source bucket
     "codebuild:StartBuild",  # RemoteChecks.start
@@ -101,6 +109,8 @@ WILDCARD_REASONS = {
     "ReadQuotas": "Service Quotas' list actions take no resource (Service Authorization Reference, Service Quotas)",
     "DescribeEc2": "EC2 Describe* actions support no resource-level permissions",
     "ListAddonVersions": "eks:DescribeAddonVersions takes no resource (Service Authorization Reference, Amazon EKS)",
+    "ReadGlobalGateways": "ec2:DescribeRegions takes no resource; sagemaker:ListGlobalInferenceGateways lists the "
+                          "account's gateways of a Region (the home Region of a gateway the environment is a member of)",
     "ReadEksAddons": "This cluster's add-ons; an add-on ARN ends in an id EKS assigns",
     "ReadHyperPod": "A HyperPod cluster's ARN ends in an id assigned at creation; clusters of this account and Region",
     "ReadEndpoints": "Each configured SageMaker endpoint and its IEC generations (<name>-<six hex characters>)",
@@ -211,6 +221,7 @@ class ChecksRole(Construct):
                                 resources=[arn(self, "eks", f"addon/{targets.eks_cluster_name}/*")]),
             iam.PolicyStatement(sid="ListAddonVersions", resources=["*"],
                                 actions=_actions(("eks", "DescribeAddonVersions"))),
+            iam.PolicyStatement(sid="ReadGlobalGateways", resources=["*"], actions=sorted(GLOBAL_CALLS.values())),
             iam.PolicyStatement(sid="ReadHyperPod", resources=[arn(self, "sagemaker", "cluster/*")], actions=_actions(
                 ("sagemaker", "DescribeCluster"), ("sagemaker", "ListClusterNodes"), ("sagemaker", "ListTags"))),
         ]

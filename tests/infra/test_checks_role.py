@@ -15,7 +15,7 @@ import yaml
 from hyperpod_dpd.config import parse_environment
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra import HyperPodDpdPlatform, apply_guardrails, availability_zone_context
-from hyperpod_dpd.infra.checks_role import READ_CALLS, ChecksRole, CheckTargets
+from hyperpod_dpd.infra.checks_role import GLOBAL_CALLS, READ_CALLS, ChecksRole, CheckTargets
 from hyperpod_dpd.infra.operations_access import OPERATIONS_GROUP
 from hyperpod_dpd.infra.platform import build_network
 from tests.iam_eval import Deployment, Request, conditions_hold, resolve, role_policies
@@ -122,7 +122,7 @@ def test_the_role_may_read_the_checks_targets_and_start_only_its_environments_ru
         assert not allowed(action, resource), (action, resource)
     actions = {a for d in policies.documents for s in d["Statement"] for a in
                ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-    read = {a for a in READ_CALLS.values() if a is not None}
+    read = {a for a in READ_CALLS.values() if a is not None} | set(GLOBAL_CALLS.values())
     if dpd.inference_operator.observability_destination is None:  # no Prometheus URL for the pipeline to read
         read.discard("cloudformation:DescribeStacks")
     assert actions == read | {"codebuild:BatchGetProjects", "codebuild:StartBuild", "codebuild:BatchGetBuilds",

@@ -19,7 +19,7 @@ from botocore.stub import Stubber
 
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
-from hyperpod_dpd.infra.checks_role import READ_CALLS, ChecksRole, CheckTargets
+from hyperpod_dpd.infra.checks_role import GLOBAL_CALLS, READ_CALLS, ChecksRole, CheckTargets
 from hyperpod_dpd.ops.kube import Kube
 from hyperpod_dpd.ops.ownership import ownership_checks
 from hyperpod_dpd.ops.preflight import run_preflight
@@ -149,7 +149,8 @@ def test_every_call_of_the_checks_is_allowed_and_nothing_more_is_granted(
     assert set(READ_CALLS) - made == {("cloudformation", "DescribeStacks")}
     actions = {a for d in policies.documents for s in d["Statement"]
                for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-    assert actions == {a for a in READ_CALLS.values() if a is not None} - {"cloudformation:DescribeStacks"}
+    assert actions == ({a for a in READ_CALLS.values() if a is not None} - {"cloudformation:DescribeStacks"}
+                       | set(GLOBAL_CALLS.values()))  # the global checks' calls: tests/hyperpod_dpd/ops/test_global_preflight.py
     # AND the same actions on another account's or another cluster's resources are refused
     for action, resource in [
         ("eks:DescribeCluster", f"arn:aws:eks:{REGION}:{MOTO_ACCOUNT}:cluster/other"),
