@@ -101,6 +101,14 @@ def endpoint_resources(scope: Construct, names: Sequence[str]) -> list[str]:
     return resources
 
 
+# This repository's checkout sets itself up with its Makefile's ``setup`` target; the checkout of another app that uses
+# hyperpod-dpd as a library (docs/library.md) has no such target, so it gets ``.venv/`` from its own requirements.txt,
+# which installs hyperpod-dpd and with it ``.venv/bin/hpdpd``. ``make -n`` (GNU make, --just-print) runs nothing: it
+# only fails when the target does not exist.
+CHECKS_SETUP = (f"if make -n setup >/dev/null 2>&1; then {SETUP}; "
+                "else python -m venv .venv && .venv/bin/pip install -r requirements.txt; fi")
+
+
 def buildspec() -> dict[str, Any]:
     """Set up the checkout, then run the one check command; its exit code is exported, the build succeeds."""
     run = (f"export {EXIT_CODE_VARIABLE}=0; {HPDPD} checks exec || export {EXIT_CODE_VARIABLE}=$?")
@@ -108,7 +116,7 @@ def buildspec() -> dict[str, Any]:
         "version": "0.2",
         "env": {"exported-variables": [EXIT_CODE_VARIABLE]},
         "phases": {
-            "install": {"runtime-versions": dict(RUNTIMES), "commands": [SETUP]},
+            "install": {"runtime-versions": dict(RUNTIMES), "commands": [CHECKS_SETUP]},
             "build": {"commands": [run]},
         },
     }

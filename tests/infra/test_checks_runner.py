@@ -100,11 +100,14 @@ def test_a_created_clusters_security_group_admits_the_runner_on_443(synthesized)
 
 def test_the_buildspec_sets_up_and_runs_the_entry_point_that_refuses(adopted) -> None:
     spec = json.loads(_project(adopted)["Source"]["BuildSpec"])
-    # THEN it is the project's own (not the checkout's): make setup, then the Python entry point; the exit code is
-    # exported for BatchGetBuilds, and the build succeeds whenever the command ran
+    # THEN it is the project's own (not the checkout's): make setup where the checkout has that target (this
+    # repository), else .venv/ from the checkout's requirements.txt (an app using the library), then the Python entry
+    # point; the exit code is exported for BatchGetBuilds, and the build succeeds whenever the command ran
+    setup = ("if make -n setup >/dev/null 2>&1; then make setup; "
+             "else python -m venv .venv && .venv/bin/pip install -r requirements.txt; fi")
     assert spec == {
         "version": "0.2", "env": {"exported-variables": ["HPDPD_EXIT_CODE"]},
-        "phases": {"install": {"runtime-versions": {"python": "3.11", "nodejs": "20"}, "commands": ["make setup"]},
+        "phases": {"install": {"runtime-versions": {"python": "3.11", "nodejs": "20"}, "commands": [setup]},
                    "build": {"commands": ["export HPDPD_EXIT_CODE=0; .venv/bin/hpdpd checks exec || "
                                           "export HPDPD_EXIT_CODE=$?"]}}}
     # AND it names no check command itself: which commands run is decided in Python (hpdpd checks exec)
