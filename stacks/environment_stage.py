@@ -8,6 +8,7 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from hyperpod_dpd.config import EnvironmentConfig
+from hyperpod_dpd.infra.feature_flags import FEATURE_FLAGS
 from hyperpod_dpd.infra.guardrails import apply_guardrails
 from hyperpod_dpd.infra.guardrails.stateful import retain_stateful_resources
 from hyperpod_dpd.stacks.endpoints_stack import EndpointsStack
@@ -35,6 +36,10 @@ class EnvironmentStage(cdk.Stage):
 
     def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, **kwargs: Any) -> None:
         super().__init__(scope, id, env=environment(config), **kwargs)
+        # The flags the stacks are tested with, whatever the cdk.json of the directory the app runs in (another
+        # project's, for `python -m hyperpod_dpd.stacks.application --check` run there): before the first stack.
+        for flag, value in FEATURE_FLAGS.items():
+            self.node.set_context(flag, value)
         self.config = config
         common: dict[str, Any] = {"termination_protection": config.termination_protection}
         self.network = NetworkStack(self, "Network", config=config, stack_name=stack_name(config, "network"),

@@ -132,10 +132,14 @@ def _replace(code: str, old: str, new: str) -> str:
 # docs/library.md: the constructs in another CDK app.
 
 def _an_app(ctx: Context) -> dict[str, Any]:
-    """The app the snippet expects, with the CDK's validation on (the feature flags of cdk.json)."""
+    """The app the snippet expects: another team's, with the CDK's validation on but none of this repository's service
+    feature flags (the context of examples/consumer/cdk.json)."""
+    import json
+
     import aws_cdk as cdk
 
-    return {"app": cdk.App(outdir=str(ctx.tmp_path), context=ctx.cdk_context)}
+    context = json.loads((ROOT / "examples" / "consumer" / "cdk.json").read_text())["context"]
+    return {"app": cdk.App(outdir=str(ctx.tmp_path), context=context)}
 
 
 def _serving_stack_synthesizes(namespace: dict[str, Any], ctx: Context) -> None:
