@@ -44,7 +44,7 @@ def _no_full_wildcard(templates: StageTemplates, settings: Settings) -> Iterator
 
 RULES = [
     Rule(id="HPDPD-IAM1", description="IAM ARNs must take the partition from ${AWS::Partition}",
-         fix="Build ARNs with infra.arns.arn / iam_arn", check=_partition_aware),
+         fix="Build ARNs with hyperpod_dpd.infra.arns.arn / iam_arn", check=_partition_aware),
     Rule(id="HPDPD-IAM2", description="No IAM statement may allow '*' actions on '*' resources",
          fix="Grant the specific actions on the specific resources", check=_no_full_wildcard),
 ]

@@ -24,6 +24,6 @@ RULES = [
     Rule(id="HPDPD-DATA1",
          description="A production environment must retain every stateful resource (DeletionPolicy and "
                      "UpdateReplacePolicy Retain): the HyperPod cluster, the network, EKS, buckets, keys, log groups",
-         fix="Set removal_policy: retain; the stage applies infra.guardrails.stateful.retain_stateful_resources",
+         fix="Set removal_policy: retain; the stage applies hyperpod_dpd.infra.guardrails.stateful.retain_stateful_resources",
          check=_retained),
 ]

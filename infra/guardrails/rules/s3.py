@@ -42,9 +42,9 @@ def _private(templates: StageTemplates, settings: Settings) -> Iterator[Finding]
 
 RULES = [
     Rule(id="HPDPD-S3-1", description="S3 buckets must have default encryption",
-         fix="Create buckets with infra.buckets.secure_bucket", check=_encrypted),
+         fix="Create buckets with hyperpod_dpd.infra.buckets.secure_bucket", check=_encrypted),
     Rule(id="HPDPD-S3-2", description="S3 buckets must refuse requests without TLS",
-         fix="Create buckets with enforce_ssl=True (infra.buckets.secure_bucket)", check=_tls_only),
+         fix="Create buckets with enforce_ssl=True (hyperpod_dpd.infra.buckets.secure_bucket)", check=_tls_only),
     Rule(id="HPDPD-S3-3", description="S3 buckets must block all public access",
-         fix="Create buckets with BlockPublicAccess.BLOCK_ALL (infra.buckets.secure_bucket)", check=_private),
+         fix="Create buckets with BlockPublicAccess.BLOCK_ALL (hyperpod_dpd.infra.buckets.secure_bucket)", check=_private),
 ]

@@ -159,6 +159,6 @@ def _unbound(templates: StageTemplates, settings: Settings) -> Iterator[Finding]
 RULES = [
     Rule(id=RULE_ID, description="A statement that admits an AWS service principal must bind it to its source "
                                  "(aws:SourceArn / aws:SourceAccount, or the service's documented key)",
-         fix="Add the service's confused-deputy condition (infra.source_conditions), or mark the resource with a "
-             "documented exemption of infra.guardrails.rules.trust.UNBOUND", check=_unbound),
+         fix="Add the service's confused-deputy condition (hyperpod_dpd.infra.source_conditions), or mark the "
+             "resource with a documented exemption of hyperpod_dpd.infra.guardrails.rules.trust.UNBOUND", check=_unbound),
 ]
