@@ -103,10 +103,11 @@ def endpoint_resources(scope: Construct, names: Sequence[str]) -> list[str]:
 
 # This repository's checkout sets itself up with its Makefile's ``setup`` target; the checkout of another app that uses
 # hyperpod-dpd as a library (docs/library.md) has no such target, so it gets ``.venv/`` from its own requirements.txt,
-# which installs hyperpod-dpd and with it ``.venv/bin/hpdpd``. ``make -n`` (GNU make, --just-print) runs nothing: it
+# which installs hyperpod-dpd and with it ``.venv/bin/hpdpd``, hash-locked like every install of the pipeline (pip's
+# --require-hashes refuses a requirement without a pinned version and hash). ``make -n`` (GNU make, --just-print) runs nothing: it
 # only fails when the target does not exist.
 CHECKS_SETUP = (f"if make -n setup >/dev/null 2>&1; then {SETUP}; "
-                "else python -m venv .venv && .venv/bin/pip install -r requirements.txt; fi")
+                "else python -m venv .venv && .venv/bin/pip install --require-hashes -r requirements.txt; fi")
 
 
 def buildspec() -> dict[str, Any]:

@@ -104,7 +104,7 @@ def test_the_buildspec_sets_up_and_runs_the_entry_point_that_refuses(adopted) ->
     # repository), else .venv/ from the checkout's requirements.txt (an app using the library), then the Python entry
     # point; the exit code is exported for BatchGetBuilds, and the build succeeds whenever the command ran
     setup = ("if make -n setup >/dev/null 2>&1; then make setup; "
-             "else python -m venv .venv && .venv/bin/pip install -r requirements.txt; fi")
+             "else python -m venv .venv && .venv/bin/pip install --require-hashes -r requirements.txt; fi")
     assert spec == {
         "version": "0.2", "env": {"exported-variables": ["HPDPD_EXIT_CODE"]},
         "phases": {"install": {"runtime-versions": {"python": "3.11", "nodejs": "20"}, "commands": [setup]},
