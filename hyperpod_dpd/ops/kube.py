@@ -364,4 +364,12 @@ def parse_iec(document: dict[str, Any] | str) -> IecStatus:
     message = ""
     if conditions and isinstance(conditions[0], dict):
         message = " ".join(str(conditions[0].get("message", "")).split())
-    return IecStatus(state=str(status.get("state") or "DeploymentPending"), message=message)
+    state = str(status.get("state") or "DeploymentPending")
+    # A status the operator wrote for an older spec says nothing about this one: metadata.generation grows with every
+    # spec change, status.observedGeneration is the "Latest generation reconciled by controller" (the CRD's status
+    # schema). Until it catches up (an in-place patch of replicas, args or images) the state is neither ready nor failed.
+    generation = (document.get("metadata") or {}).get("generation")
+    observed = status.get("observedGeneration")
+    if isinstance(generation, int) and isinstance(observed, int) and observed < generation:
+        state = f"{state} (not reconciled: status.observedGeneration {observed} < metadata.generation {generation})"
+    return IecStatus(state=state, message=message)

@@ -79,6 +79,22 @@ def test_failed_and_pending_states_are_parsed() -> None:
     assert not parse_iec("not json").known
 
 
+def test_a_status_written_for_an_older_spec_is_neither_ready_nor_failed(fake_kube: Any) -> None:
+    # GIVEN an IEC patched in place (metadata.generation 2) that the operator has not reconciled yet: its status still
+    # says DeploymentComplete, for generation 1
+    fake_kube.iecs[("serving", "llama-1a2b3c")] = {"metadata": {"generation": 2},
+                                                   "status": {**READY["status"], "observedGeneration": 1}}
+    # WHEN its status is read
+    status = fake_kube.client().iec_status(name="llama-1a2b3c", namespace="serving")
+    # THEN it is not ready (a wait goes on polling), and the state says why
+    assert not status.ready and not status.failed and status.known
+    assert status.state == ("DeploymentComplete (not reconciled: status.observedGeneration 1 < metadata.generation 2)")
+    # AND once the operator has caught up it is ready again; a status without observedGeneration is read as before
+    fake_kube.iecs[("serving", "llama-1a2b3c")]["status"]["observedGeneration"] = 2
+    assert fake_kube.client().iec_status(name="llama-1a2b3c", namespace="serving").ready
+    assert parse_iec({"metadata": {"generation": 5}, **READY}).ready
+
+
 def test_the_workload_labels_match_the_k8s_defaults() -> None:
     from hyperpod_dpd.k8s import defaults
 
