@@ -5,7 +5,8 @@ Each part is read on its own, and each read has three answers (:mod:`hyperpod_dp
 be read (access denied, throttled after retries, unreachable, timed out, an API the endpoint lacks). An unknown part
 is also a warning, and the rest is still reported. ``healthy`` is true only when everything was read, the HyperPod
 cluster is InService with full groups, the EKS cluster is ACTIVE, every expected add-on is ACTIVE at or above its
-minimum, and no endpoint has failed or is missing (its IEC, the IEC's CRD or its SageMaker endpoint ``NotFound``).
+minimum, and every endpoint is ready (its IEC ``DeploymentComplete``, its SageMaker endpoint ``InService``; none failed
+or missing: its IEC, the IEC's CRD or its SageMaker endpoint ``NotFound``).
 Rejected credentials (AWS's or the API server's 401), an answer that is not the service's and the command's deadline
 end the command with one line instead (exit 2): after them no part can be read. With a kubeconfig, each endpoint's
 NetworkPolicies are checked against its live router and worker pods
@@ -35,12 +36,13 @@ from hyperpod_dpd.ops.clusters import (
 )
 from hyperpod_dpd.ops.endpoints import (
     SAGEMAKER_FAILED,
+    SAGEMAKER_IN_SERVICE,
     EndpointLike,
     configured_endpoints,
     iec_name,
     read_sagemaker_endpoint,
 )
-from hyperpod_dpd.ops.kube import FAILED_STATES, FATAL_CAUSES, IecStatus, Kube, KubeError
+from hyperpod_dpd.ops.kube import FAILED_STATES, FATAL_CAUSES, READY_STATE, IecStatus, Kube, KubeError
 from hyperpod_dpd.ops.lookup import NOT_FOUND, UNKNOWN, Lookup, look_up, not_found, unknown
 from hyperpod_dpd.ops.netpol import endpoint_policy_warnings
 
@@ -84,6 +86,13 @@ class EndpointStatus:
     def missing(self) -> bool:
         """A declared endpoint whose IEC (or its CRD) or SageMaker endpoint the service says does not exist."""
         return NOT_FOUND in (self.iec_state, self.sagemaker_status)
+
+    @property
+    def ready(self) -> bool:
+        """The IEC is ``DeploymentComplete`` and the SageMaker endpoint (when named) ``InService``; a part that was
+        not read is ``Unknown``, which is a warning (unhealthy) when the read was attempted."""
+        return (self.iec_state in (READY_STATE, UNKNOWN)
+                and self.sagemaker_status in (None, SAGEMAKER_IN_SERVICE, UNKNOWN))
 
 
 def _status(lookup: Lookup[Any], status: str) -> str:
@@ -130,7 +139,7 @@ class StatusReport:
         cluster = self.cluster
         cluster_ok = cluster is not None and cluster.status == IN_SERVICE and cluster.complete
         return (cluster_ok and self.eks_status == EKS_ACTIVE and not self.warnings and all(a.ok for a in self.addons)
-                and not any(e.failed or e.missing for e in self.endpoints))
+                and all(e.ready and not (e.failed or e.missing) for e in self.endpoints))
 
     def to_json(self) -> dict[str, Any]:
         cluster, eks = self.cluster, self.eks.value

@@ -377,3 +377,17 @@ def test_an_unreachable_api_server_is_unknown(deployed: EnvironmentConfig, clien
         report = collect_status(deployed, clients, kubectl=kube, endpoints=(make_endpoint(name="llama"),))
     row = report.to_json()["endpoints"][0]
     assert row["iec_state"] == "Unknown" and "cannot reach the Kubernetes API server" in row["iec_reason"]
+
+
+@pytest.mark.parametrize("state", ["DeploymentPending", "DeploymentInProgress", "DeletionInProgress"])
+def test_an_endpoint_that_is_not_ready_is_not_healthy(deployed: EnvironmentConfig, clients: ClientFactory,
+                                                      fake_kube: Any, make_endpoint: Callable[..., Any],
+                                                      state: str) -> None:
+    # GIVEN a healthy cluster and add-ons, and the endpoint's IEC still deploying (or being deleted)
+    fake_kube.iecs[("default", "llama")] = {"status": {"state": state}}
+    with Stubber(clients.client("eks")) as eks:
+        stub_eks(eks, deployed)
+        # WHEN the status is collected
+        report = collect_status(deployed, clients, kubectl=fake_kube.client(), endpoints=(make_endpoint(name="llama"),))
+    # THEN the environment is not healthy (hpdpd status exits 1: "something is not ready")
+    assert report.endpoints[0].iec_state == state and not report.healthy
