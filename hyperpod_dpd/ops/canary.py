@@ -90,10 +90,17 @@ def decoder_check(decoder_log: str | None) -> Check:
                         f"({len(hits)} line(s)); no recompute or buffer-full line")
 
 
-def determinism_check(first: str | None, second: str | None) -> Check:
-    if first is None or second is None:
+def determinism_check(first: str | None, second: str | None, *, second_error: str | None = None) -> Check:
+    """``first`` and ``second``: the texts of the two runs of the long prompt (None: that run failed; the first run's
+    failure is in the prompts' results, the second run is the canary's own request, so its failure fails here)."""
+    if first is None:
         return Check(name="canary:determinism", status="warn", detail="a long prompt failed; nothing to compare",
                      cause="see the prompts' results")
+    if second is None:
+        return Check(name="canary:determinism", status="fail",
+                     detail=f"the second run of the long prompt failed: {second_error or 'no text'}",
+                     cause="the disaggregated path fails intermittently: check the router's, prefill's and "
+                           "decoder's logs around the failure")
     if first == second:
         return Check(name="canary:determinism", status="pass",
                      detail=f"the greedy long prompt gave the same {len(first)} characters twice")
@@ -106,9 +113,9 @@ def determinism_check(first: str | None, second: str | None) -> Check:
 
 
 def canary_checks(logs: CanaryLogs, *, first: str | None, second: str | None, long_prompts: int,
-                  short_prompts: int) -> tuple[Check, ...]:
+                  short_prompts: int, second_error: str | None = None) -> tuple[Check, ...]:
     return (routing_check(logs.router, long_prompts=long_prompts, short_prompts=short_prompts),
-            decoder_check(logs.decoder), determinism_check(first, second))
+            decoder_check(logs.decoder), determinism_check(first, second, second_error=second_error))
 
 
 def cluster_logs(kube: Any, *, namespace: str, iec: str) -> LogSource:

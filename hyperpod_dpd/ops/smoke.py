@@ -319,6 +319,6 @@ def run_smoke(*, send: Sender, endpoint: str, transport: str, target: str, thres
         first = next(m for m in results if m.case == "long")
         logs: CanaryLogs = canary(time.monotonic() - started)
         checks = canary_checks(logs, first=first.text, second=again.text, long_prompts=2,
-                               short_prompts=sum(1 for c in cases if c.case == "short"))
+                               short_prompts=sum(1 for c in cases if c.case == "short"), second_error=again.error)
     return SmokeReport(endpoint=endpoint, transport=transport, target=target, threshold=threshold, results=results,
                        skipped=tuple(skipped), canary=checks)

@@ -229,3 +229,29 @@ def test_no_prompt_is_sent_once_the_deadline_has_passed(router: str) -> None:
         run_smoke(send=http_sender(router, deadline=deadline), endpoint="llama", transport="http", target=router,
                   threshold=256, model="m", chat=True, deadline=deadline)
     assert Router.requests == []
+
+
+def test_the_canarys_second_long_prompt_failing_fails_the_smoke() -> None:
+    from hyperpod_dpd.ops.canary import CanaryLogs
+
+    # GIVEN an endpoint whose disaggregated path fails the canary's second run of the long prompt (the third request),
+    # and logs that show both long prompts disaggregated and a decoder-side KV hit
+    sent: list[bytes] = []
+
+    def send(body: bytes) -> Iterator[bytes]:
+        sent.append(body)
+        if len(sent) == 3:
+            yield b'data: {"error":{"message":"KV transfer failed"}}\n\ndata: [DONE]\n\n'
+            return
+        yield from sse(4)
+
+    logs = CanaryLogs(router="Conditional routing: estimated_tokens=5000, threshold=4096, disaggregate=True\n" * 2,
+                      decoder="Retrieved 5000 out of 5000 required tokens (from 5000 total tokens). size: 0.2 gb, "
+                              "cost 1.0 ms\n")
+    # WHEN smoke runs with the canary
+    report = run_smoke(send=send, endpoint="llama", transport="http", target="http://router", threshold=4096,
+                       model="m", chat=True, canary=lambda seconds: logs)
+    # THEN the failed request fails the determinism row and the smoke, with the error it got
+    determinism = next(c for c in report.canary if c.name == "canary:determinism")
+    assert len(sent) == 3 and all(m.ok for m in report.results)
+    assert determinism.status == "fail" and "KV transfer failed" in determinism.detail and not report.ok
