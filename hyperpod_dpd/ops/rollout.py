@@ -333,6 +333,13 @@ class Promotion(_Run):
             lease.write(step=f"switched to {desired}", switched_at=self.now(),
                         spec={"externalName": router_host(desired, e.namespace)})
             self.step(f"client Service {e.namespace}/{e.name} -> {router_host(desired, e.namespace)}")
+        else:  # it passed its checks in an earlier run (or served already): the older ones go only while it is ready
+            now = self.state().desired_generation
+            if now is None or now.state != READY_STATE:
+                seen = f"{now.state}: {now.message}" if now else "NotFound"
+                return self.result("failed", f"{desired} serves but is {seen}; the older generations are kept: fix "
+                                             f"{desired} and promote again, or re-point the client Service",
+                                   rooms=rooms, keep_record=True)
         self.ingress(lease, desired)
         old = [g.name for g in self.state().generations if g.name != desired]
         self.drain_old(lease, lease.record.switched_at, old)

@@ -192,3 +192,24 @@ def test_an_api_error_releases_the_lease_but_keeps_the_record_so_the_next_run_re
     result = promotion(kube, objects, time, holder="second").run()
     # THEN it creates the configured generation and switches to it
     assert_promoted(fake, result)
+
+
+def test_a_resumed_promote_after_the_switch_keeps_the_old_generation_when_the_new_one_now_fails(
+        cluster: tuple[kube_api.FakeKube, Kube], objects: dict[str, dict[str, Any]]) -> None:
+    fake, kube = cluster
+    time = rc.FakeTime()
+    # GIVEN a promote killed after the client Service moved to the new generation (during the drain)
+    draining = BLUE_GREEN.index(f"draining {OLD} for {DRAIN} s")
+    with pytest.raises(rc.Killed):
+        promotion(kube, objects, time, holder="first", on_step=rc.kill_at(draining)).run()
+    assert fake.services[(NS, ENDPOINT.name)]["spec"]["externalName"] == rc.host(NEW, NS)
+    # AND the new generation has failed since
+    fake.iecs[(NS, NEW)]["status"] = {"state": "DeploymentFailed", "conditions": [
+        {"type": "Ready", "status": "False", "reason": "PodsCrashing", "message": "decode pods CrashLoopBackOff",
+         "lastTransitionTime": "2026-12-01T12:03:00Z"}]}
+    # WHEN the lease has expired and promote runs again
+    time.sleep(LEASE_SECONDS + 1)
+    result = promotion(kube, objects, time, holder="second").run()
+    # THEN it does not report the failed generation promoted, and the old generation (the way back) is not deleted
+    assert result.outcome == "failed" and "DeploymentFailed" in result.message
+    assert (NS, OLD) in fake.iecs and rc.lease_text(fake, ENDPOINT) is not None
