@@ -283,7 +283,6 @@ class PipelineStack(cdk.Stack):
             # a wave deploys its environments in parallel, each with its own checks (CDK Pipelines addWave)
             target: Any = self.pipeline.add_wave(wave_name) if wave_name else self.pipeline
             for promotion in promotions:
-                index = config.order.index(promotion.name)
                 stage = by_name[promotion.name]
                 env = stage.config
                 checks = EnvironmentChecks(self, f"Checks-{env.name}", pipeline=config, promotion=promotion, env=env,
@@ -295,7 +294,8 @@ class PipelineStack(cdk.Stack):
                         f"trust for it) and pipeline.yaml names no checks_role_arn; its check steps cannot assume a role"))
                 pre: list[pipelines.Step] = []
                 if promotion.needs_approval(env):
-                    pre.append(pipelines.ManualApprovalStep("Approve", comment=_approval_comment(env, config.order[:index])))
+                    checked = [n for n in config.order if n in done]  # the earlier waves', not this wave's others
+                    pre.append(pipelines.ManualApprovalStep("Approve", comment=_approval_comment(env, checked)))
                 # Preflight after the network stack (which holds the checks role it runs as) and before the platform stack
                 # (the HyperPod cluster and its GPUs): a pre-step of the platform stack, after the approval.
                 preflight = checks.preflight()
@@ -393,8 +393,10 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def _approval_comment(env: EnvironmentConfig, before: Sequence[str]) -> str:
+    """The approval's text: ``before`` are the environments of the earlier waves, which this execution deployed and
+    checked; never the others of ``env``'s own wave, which deploy at the same time."""
     checked = (f"{', '.join(before)} deployed and checked by this execution (same commit, same templates)"
-               if before else "no environment before it in this pipeline")
+               if before else "no environment deployed before it in this pipeline")
     return f"Promote to {env.name} (account {env.account}, {env.region}): {checked}."
 
 

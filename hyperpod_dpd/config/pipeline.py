@@ -170,7 +170,8 @@ class PipelineConfig(Model):
 
     def environment_issues(self, available: Sequence[str], loaded: Mapping[str, EnvironmentConfig]) -> Iterator[Issue]:
         """Checks against the environment files: every name exists, in the pipeline's partition, smoke and roles fit
-        the environment, and the toolkit's checks role and runner can be named."""
+        the environment, the toolkit's checks role and runner can be named, and no wave mixes production with other
+        environments."""
         for i, promotion in enumerate(self.environments):
             where = join("environments", i)
             if promotion.name not in available:
@@ -199,6 +200,29 @@ class PipelineConfig(Model):
             if role is not None and role.split(":")[4] != env.account:
                 yield Issue(join(where, "checks_role_arn"), role,
                             f"must be a role in the environment's account {env.account}")
+        yield from self._production_wave_issues(loaded)
+
+    def _production_wave_issues(self, loaded: Mapping[str, EnvironmentConfig]) -> Iterator[Issue]:
+        """A production environment shares its wave only with other production environments: a wave deploys its
+        environments at the same time (CDK Pipelines' addWave), so a non-production environment beside it would not
+        have been deployed and checked before it. One issue per mixed wave, at its first production entry."""
+        members: dict[str, list[tuple[int, EnvironmentConfig]]] = {}
+        listed: set[str] = set()
+        for i, promotion in enumerate(self.environments):
+            env = loaded.get(promotion.name)
+            if promotion.wave is not None and env is not None and promotion.name not in listed:
+                members.setdefault(promotion.wave, []).append((i, env))
+            listed.add(promotion.name)
+        for wave, entries in members.items():
+            production = [(i, env) for i, env in entries if env.production]
+            others = [env.name for _, env in entries if not env.production]
+            if production and others:
+                i, env = production[0]
+                yield Issue(join(join("environments", i), "wave"), wave,
+                            f"production environment {env.name} shares this wave with {', '.join(others)} (not "
+                            "production), which would deploy at the same time instead of before it; a production "
+                            "environment takes a wave of its own (or none) or shares one only with other production "
+                            "environments")
 
 
 def _with_hints(issues: list[Issue], model: type[Model]) -> list[Issue]:

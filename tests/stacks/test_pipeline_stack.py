@@ -651,3 +651,34 @@ def test_a_gitops_environment_is_checked_as_the_controller_applied_it(tmp_path: 
     assert f"wait --env dev --for endpoint --endpoint {endpoint}" in served
     assert f"rollout --env dev status --endpoint {endpoint}" in served
     assert not [s for s in specs if "rollout --env dev promote" in s]
+
+
+def test_the_approval_in_a_production_wave_names_only_the_earlier_waves(tmp_path: Path, base_configs: dict[str, Any],
+                                                                       cdk_context: dict[str, Any]) -> None:
+    # GIVEN staging, then a wave of two production environments: prod and prod-b (a copy of prod with cluster and
+    # bucket names of its own), each approved by default
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    for name in ("staging", "prod"):
+        (config_dir / f"{name}.yaml").write_text(yaml.safe_dump(copy.deepcopy(base_configs[name])))
+    prod_b = copy.deepcopy(base_configs["prod"])
+    prod_b["eks"]["cluster_name"] = prod_b["hyperpod"]["cluster_name"] = "hpdpd-prod-b"
+    prod_b.setdefault("operator", {})["tls_bucket_name"] = "hyperpod-tls-prod-b"
+    (config_dir / "prod-b.yaml").write_text(yaml.safe_dump(prod_b))
+    pipeline_data = yaml.safe_load((FIXTURE_CONFIG_DIR / "pipeline.yaml").read_text())
+    pipeline_data["environments"] = [{"name": "staging"}, {"name": "prod", "wave": "production"},
+                                     {"name": "prod-b", "wave": "production"}]
+    (config_dir / "pipeline.yaml").write_text(yaml.safe_dump(pipeline_data))
+    # WHEN the app with its pipeline synthesizes
+    app, _ = build_app(config_dir=config_dir, outdir=str(tmp_path / "out"), context=cdk_context)
+    template = app.synth().get_stack_by_name(pipeline_data["name"]).template
+    stages = {s["Name"]: s["Actions"] for s in next(v for v in template["Resources"].values()
+                                                    if v["Type"] == "AWS::CodePipeline::Pipeline")["Properties"]["Stages"]}
+    assert list(stages)[-2:] == ["staging", "production"]
+    approvals = {a["Name"]: a["Configuration"]["CustomData"] for a in stages["production"]
+                 if a["ActionTypeId"]["Category"] == "Approval"}
+    # THEN each production environment of the wave has its approval, and each names staging, the earlier wave, as
+    # deployed and checked, never the other environment of its own wave, which deploys at the same time
+    assert sorted(approvals) == ["prod-b.Approve", "prod.Approve"]
+    assert approvals == {f"{env}.Approve": f"Promote to {env} (account 333333333333, us-east-1): staging deployed and "
+                         "checked by this execution (same commit, same templates)." for env in ("prod", "prod-b")}

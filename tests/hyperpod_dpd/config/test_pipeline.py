@@ -146,6 +146,11 @@ BAD_INPUT: dict[str, tuple[Mutation, str]] = {
     "a pipeline name of 41 characters": (
         lambda d: d.__setitem__("name", "p-" * 20 + "x"),
         f"name: '{'p-' * 20}x': must be 1-40 letters, digits and hyphens, starting with a letter or digit"),
+    "a production environment in a wave with staging": (
+        lambda d: (_promotion("staging")(d).__setitem__("wave", "late"), _promotion("prod")(d).__setitem__("wave", "late")),
+        "environments[2].wave: 'late': production environment prod shares this wave with staging (not production), "
+        "which would deploy at the same time instead of before it; a production environment takes a wave of its own "
+        "(or none) or shares one only with other production environments"),
     "a checks role in another account": (
         lambda d: _promotion("prod")(d).__setitem__("checks_role_arn", "arn:aws:iam::222222222222:role/checks"),
         "environments[2].checks_role_arn: 'arn:aws:iam::222222222222:role/checks': must be a role in the "
@@ -225,3 +230,48 @@ def test_an_explicit_checks_role_needs_no_cluster_access(
     runner = pipeline.trusted_environment(plain)
     assert runner.checks_runner and runner.checks_role_trust is None
     assert runner.operations_roles == ("arn:aws:iam::111111111111:role/hpdpd-dev-checks-runner",)
+
+
+def _second_production(config_dir: Path) -> None:
+    """prod-b: a copy of prod with cluster and bucket names of its own (a copy must not claim prod's,
+    config/identity.py)."""
+    data = yaml.safe_load((config_dir / "prod.yaml").read_text())
+    data["eks"]["cluster_name"] = data["hyperpod"]["cluster_name"] = "hpdpd-prod-b"
+    data.setdefault("operator", {})["tls_bucket_name"] = "hyperpod-tls-prod-b"
+    (config_dir / "prod-b.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def test_a_production_wave_holds_only_production_environments(config_dir: Path, committed: dict[str, Any]) -> None:
+    # GIVEN a second production environment, prod-b
+    _second_production(config_dir)
+    assert load_environment("prod-b", config_dir).production
+
+    def order(*entries: dict[str, Any]) -> Mutation:
+        return lambda d: d.__setitem__("environments", list(entries))
+
+    # WHEN dev and staging share a wave and prod and prod-b share the next one, THEN it loads: two waves, each of
+    # one kind, the production one after the other's checks
+    write_pipeline(config_dir, committed, order({"name": "dev", "wave": "early"}, {"name": "staging", "wave": "early"},
+                                                {"name": "prod", "wave": "late"}, {"name": "prod-b", "wave": "late"}))
+    pipeline = load_pipeline(config_dir)
+    assert [(w, [p.name for p in ps]) for w, ps in pipeline.waves] == [
+        ("early", ["dev", "staging"]), ("late", ["prod", "prod-b"])]
+    # AND a production environment in a wave of its own loads too
+    write_pipeline(config_dir, committed, order({"name": "dev"}, {"name": "prod", "wave": "solo"}, {"name": "prod-b"}))
+    assert [w for w, _ in load_pipeline(config_dir).waves] == [None, "solo", None]
+    # WHEN a non-production environment is listed first in a wave with two production ones
+    write_pipeline(config_dir, committed, order({"name": "dev"}, {"name": "staging", "wave": "late"},
+                                                {"name": "prod", "wave": "late"}, {"name": "prod-b", "wave": "late"}))
+    with pytest.raises(ConfigError) as caught:
+        load_pipeline(config_dir)
+    # THEN one line, at the wave field of the wave's first production entry, names the others and what is allowed
+    assert str(caught.value).splitlines() == [
+        f"{config_dir / 'pipeline.yaml'}: environments[2].wave: 'late': production environment prod shares this wave "
+        "with staging (not production), which would deploy at the same time instead of before it; a production "
+        "environment takes a wave of its own (or none) or shares one only with other production environments"]
+    # AND the file alone (no environment read) cannot tell, so read_pipeline accepts it and the cross-check refuses it
+    pipeline = read_pipeline(config_dir)
+    envs = [load_environment(n, config_dir) for n in pipeline.order]
+    with pytest.raises(ConfigError) as caught:
+        cross_check(pipeline, envs, config_dir=config_dir)
+    assert [(i.path, i.value) for i in caught.value.issues] == [("environments[2].wave", "late")]
