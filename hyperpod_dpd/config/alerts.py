@@ -24,6 +24,10 @@ DEFAULT_PREFILL_QUEUE_DEPTH = 8  # waiting requests per prefiller: half the pref
 DEFAULT_KV_TRANSFER_P99_MS = 100
 KV_STORE_HIGHEST_BUCKET_MS = 10_000  # LMCache/LMCache lmcache/observability.py @ dd022cc
 DEFAULT_FALLBACK_RATIO = 0.8  # share of requests that skip the prefiller (under the routing threshold)
+# Share of the client's requests that fail: AWS's inference dashboard colours its "Error Rate" red from 5 %
+# (aws/sagemaker-hyperpod-cluster-setup @ b920fcf, .../dashboards/templates/inference.json, panel "Percentage of
+# Successful Requests", override "Error Rate").
+DEFAULT_ERROR_RATIO = 0.05
 
 EmailAddress = Annotated[str, pattern(r"[^@\s]+@[^@\s]+\.[^@\s]+", "an e-mail address such as 'oncall@example.com'")]
 HttpsUrl = Annotated[str, pattern(r"https://[^\s/]+(/\S*)?", "an https:// URL such as 'https://hooks.example.com/dpd'")]
@@ -59,6 +63,7 @@ class AlertsConfig(Model):
     prefill_queue_depth: int = Field(default=DEFAULT_PREFILL_QUEUE_DEPTH, ge=1, le=100_000)
     kv_transfer_p99_ms: int = Field(default=DEFAULT_KV_TRANSFER_P99_MS, ge=1, lt=KV_STORE_HIGHEST_BUCKET_MS)
     fallback_ratio: float = Field(default=DEFAULT_FALLBACK_RATIO, gt=0, lt=1)  # a share of 1 is never exceeded
+    error_ratio: float = Field(default=DEFAULT_ERROR_RATIO, gt=0, lt=1)  # likewise
     no_slo_alerts_reason: Reason | None = None
     no_log_alarm_reason: Reason | None = None
     no_subscribers_reason: Reason | None = None

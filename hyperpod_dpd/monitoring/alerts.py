@@ -31,8 +31,10 @@ from hyperpod_dpd.monitoring.metrics import (
 )
 from hyperpod_dpd.monitoring.signals import (
     INVOCATIONS,
+    POSTS,
     endpoint_matchers,
     endpoint_resources,
+    error_ratio,
     ttft_bound_ms,
     unobserved,
 )
@@ -100,6 +102,7 @@ def endpoint_rules(target: EndpointTarget, alerts: AlertsConfig) -> list[AlertRu
     m, slo = target.matchers, target.slo
     ttfb, tpot, waiting = METRICS["ttfb"], METRICS["tpot"], METRICS["waiting"]
     store, finished = METRICS["kv_store"], METRICS["finished"]
+    errors, calls = METRICS["errors"], METRICS["invocations"]
     who = f"{target.namespace}/{target.name}"
     return [
         AlertRule("DpdE2eTtftP99BoundAboveSlo", f"{ttft_bound_ms(*m, window=WINDOW)} > {slo.ttft_ms}",
@@ -135,6 +138,12 @@ def endpoint_rules(target: EndpointTarget, alerts: AlertsConfig) -> list[AlertRu
                   f"{{{{ $value | humanizePercentage }}}} of the requests of {who} stay under the routing threshold "
                   "and run prefill on the decoder. Lower pdSpec.routingThreshold, or serve this traffic colocated.",
                   (finished,)),
+        AlertRule("DpdRequestErrorsHigh", f"{error_ratio(*m, window=WINDOW)} > {alerts.error_ratio:g}",
+                  "5m", "critical", f"{who}: more than {alerts.error_ratio * 100:g}% of the requests fail",
+                  f"{{{{ $value | humanizePercentage }}}} of the requests of {who} failed over {WINDOW} "
+                  "(model_errors_total of both roles against the requests that reached the decoder or failed on a "
+                  "prefiller). The dashboard's request error panel shows which role fails; read that role's pod logs "
+                  "and the status codes of model_errors_total.", (errors, calls)),
         AlertRule("DpdTtftMetricsMissing",
                   f"{unobserved('prefill', ttfb, *m, evidence=INVOCATIONS[1:], window=BLIND_WINDOW)} or "
                   f"{unobserved('decode', ttfb, *m, evidence=INVOCATIONS[1:], window=BLIND_WINDOW)}",
@@ -150,6 +159,12 @@ def endpoint_rules(target: EndpointTarget, alerts: AlertsConfig) -> list[AlertRu
                   "cannot see the KV transfer. The image's LMCache may not export it (unconfirmed for the "
                   "operator's images), or its metrics are not scraped; check the prefill pods' /metrics.",
                   (finished, store)),
+        AlertRule("DpdRequestErrorsMetricsMissing",
+                  unobserved("decode", calls, *m, evidence=POSTS, window=BLIND_WINDOW),
+                  BLIND_FOR, "warning", f"{who}: request error alert blind",
+                  f"The decoder of {who} finishes requests but counts no model_invocations_total POSTs: "
+                  "DpdRequestErrorsHigh has no requests to divide by. Check the endpoint's metrics (metrics.enabled) "
+                  "and that the observability add-on scrapes the pods' proxy.", (finished, calls)),
     ]
 
 

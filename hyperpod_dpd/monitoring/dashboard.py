@@ -1,10 +1,10 @@
 """The Grafana dashboard of one environment's DPD endpoints, built from the metric catalogue.
 
 Panels follow the DPD page's dashboard ("Observability": E2E TTFT, Prefill TTFT, Prefill/Decode Queue, Prefill Time,
-Decode Latency (TPOT), KV Transfer Time, DPD Routing Counts), plus the decoder's KV load time, the GPU faults and the
-two CloudWatch log metrics the alerts watch. Queries come from the same builders as the alert rules
-(:mod:`hyperpod_dpd.monitoring.metrics`, :mod:`hyperpod_dpd.monitoring.signals`), with the endpoint picked by the
-``$endpoint`` variable: its values are endpoint names and every query matches ``resource_name=~"$endpoint-<hex>"``,
+Decode Latency (TPOT), KV Transfer Time, DPD Routing Counts), plus the decoder's KV load time, the request error
+ratio, the GPU faults and the two CloudWatch log metrics the alerts watch. Queries come from the same builders as the
+alert rules (:mod:`hyperpod_dpd.monitoring.metrics`, :mod:`hyperpod_dpd.monitoring.signals`), with the endpoint picked
+by the ``$endpoint`` variable: its values are endpoint names and every query matches ``resource_name=~"$endpoint-<hex>"``,
 so every generation of the endpoint's IEC is shown (Grafana's Prometheus data source escapes a multi-value variable's
 regular-expression characters, so the variable holds names, never patterns). Like AWS's inference dashboard, the data
 source is a ``$datasource`` variable (the Amazon Managed Prometheus data source); the log metrics use a
@@ -32,7 +32,14 @@ from hyperpod_dpd.monitoring.metrics import (
     role,
     selector,
 )
-from hyperpod_dpd.monitoring.signals import GENERATION_PATTERN, HOP_QUANTILE, hop_quantile_ms, ttft_bound_ms
+from hyperpod_dpd.monitoring.signals import (
+    GENERATION_PATTERN,
+    HOP_QUANTILE,
+    error_ratio,
+    hop_error_ratio,
+    hop_quantile_ms,
+    ttft_bound_ms,
+)
 
 SCHEMA_VERSION = 39  # Grafana 10.4 and newer (AWS's inference dashboard is at 39 too)
 PROMETHEUS = {"type": "prometheus", "uid": "${datasource}"}
@@ -76,6 +83,7 @@ def rows(config: EnvironmentConfig) -> tuple[Row, ...]:
     targets = endpoint_targets(config)
     ttfb, ttft, tpot, prefill_time = METRICS["ttfb"], METRICS["ttft"], METRICS["tpot"], METRICS["prefill_time"]
     waiting, store, load, finished = METRICS["waiting"], METRICS["kv_store"], METRICS["kv_retrieve"], METRICS["finished"]
+    errors, calls = METRICS["errors"], METRICS["invocations"]
     xid, ecc, ecc_lifetime = METRICS["xid"], METRICS["ecc_dbe_volatile"], METRICS["ecc_dbe_aggregate"]
 
     def p(metric: Metric, *matchers: Matcher) -> tuple[Query, ...]:
@@ -104,7 +112,7 @@ def rows(config: EnvironmentConfig) -> tuple[Row, ...]:
             PanelSpec("Decoder KV load time (local copy, not the fabric)", load.description, "ms", (load,),
                       p(load, role("decode"))),
         )),
-        Row("Queues and routing", (
+        Row("Queues, routing and errors", (
             PanelSpec("Prefill queue", waiting.description + " (per prefiller).", "short", (waiting,),
                       (Query(f"sum by (pod_name) ({selector(waiting, ENDPOINT, role('prefill'))})", "{{pod_name}}"),),
                       float(config.alerts.prefill_queue_depth)),
@@ -117,6 +125,15 @@ def rows(config: EnvironmentConfig) -> tuple[Row, ...]:
             PanelSpec("Fallback ratio", "Share of requests under the routing threshold (decoder-only prefill).",
                       "percentunit", (finished,), (Query(fallback_ratio(ENDPOINT), "fallback"),),
                       config.alerts.fallback_ratio),
+            PanelSpec("Request error ratio",
+                      "Share of the client's requests that failed: model_errors_total of both roles over the requests "
+                      "that reached the decoder or failed on a prefiller (a disaggregated request is two invocations). "
+                      "Each role's own share of failed invocations shows which one fails. Red line: alerts.error_ratio.",
+                      "percentunit", (errors, calls), (
+                          Query(error_ratio(ENDPOINT, window=WINDOW), "failed requests"),
+                          Query(hop_error_ratio("prefill", ENDPOINT, window=WINDOW), "prefill invocations failed"),
+                          Query(hop_error_ratio("decode", ENDPOINT, window=WINDOW), "decode invocations failed")),
+                      config.alerts.error_ratio),
         )),
         Row("Nodes and logs", (
             PanelSpec("GPU XID errors", xid.description, "short", (xid,),

@@ -156,6 +156,19 @@ METRICS: Mapping[str, Metric] = _catalogue(
            "of a prefill-pod and a decode-pod TTFB, plus the router's own time",
            f"{AWS_DASHBOARD}, panel 'Time To First Byte (TTFB)' (labels, method=\"POST\", status=~\"2.*\"); "
            f"{ROUTER_TWO_HOPS}", (*INFERENCE_LABELS, STATUS, METHOD)),
+    # AWS's success-rate panel computes 1 - errors / invocations over the same selection, so an error is one of the
+    # pod's invocations; it also selects uri="/invocations" (the SageMaker path), which the DPD router's OpenAI paths
+    # are not, so no selection here names a uri (as for the TTFB above).
+    Metric("invocations", "model_invocations_total", "counter", "reqps", Source.HYPERPOD_INVOCATION,
+           "Requests one model pod's proxy received, failed ones included: a disaggregated request is two, one on a "
+           "prefiller and one on the decoder",
+           f"{AWS_DASHBOARD}, panel 'Percentage of Successful Requests' (1 - model_errors_total / "
+           f"model_invocations_total, both method=\"POST\")", (*INFERENCE_LABELS, METHOD)),
+    Metric("errors", "model_errors_total", "counter", "reqps", Source.HYPERPOD_INVOCATION,
+           "Invocations of one model pod that failed, by error code (status). A code has no series before its first "
+           "error, so queries count a missing one as 0 (as AWS's panel does with or vector(0))",
+           f"{AWS_DASHBOARD}, panels 'Percentage of Successful Requests' and 'Count of Failed Requests per Error "
+           f"Code' (legend by status; method=\"POST\")", (*INFERENCE_LABELS, STATUS, METHOD)),
     Metric("ttft", "vllm:time_to_first_token_seconds", "histogram", "s", Source.VLLM,
            "Time to first token inside one vLLM engine; on the prefillers this is the DPD page's Prefill TTFT",
            f"{VLLM_LOGGERS} (histogram_time_to_first_token)", INFERENCE_LABELS, buckets=VLLM_TTFT_BUCKETS),

@@ -10,6 +10,12 @@
   alerts keep watching the generation that serves while another one is rolled out (or refused).
 * :func:`unobserved`: "requests flow but the series a signal reads does not exist": the alert that keeps another
   alert from being silently blind.
+* :func:`error_ratio`: the share of the client's requests that failed, from the pods' invocation counters. On the
+  router's disaggregated path (the same ``route_disaggregated_prefill_request``) a prefiller's error is answered to
+  the client at once and the decoder is never called; a decoder's error comes after a successful prefill. So every
+  request fails on at most one hop, and reaches the decoder or fails on a prefiller: requests = decoder invocations
+  + prefiller errors, failures = errors of both roles. A plain errors / invocations over both roles counts a
+  disaggregated request twice and understates the share by up to half.
 
 No CDK here.
 """
@@ -40,6 +46,9 @@ HOP_QUANTILE = 0.995
 # panel "Time To First Byte (TTFB)"): GET probes through the pod's proxy would dilute the distribution and lower the
 # bound below the truth.
 INVOCATIONS = (Matcher(STATUS, "2.*", "=~"), Matcher(METHOD, "POST"))
+# Every POST, failed or not, as the same dashboard selects model_errors_total and model_invocations_total (panel
+# "Percentage of Successful Requests").
+POSTS = (Matcher(METHOD, "POST"),)
 # EndpointConfig.generation is the first GENERATION_LENGTH characters of a SHA-256 hexdigest (lowercase hex), and
 # EndpointConfig.resource_name is "<name>-<generation>" (hyperpod_dpd/config/endpoints.py).
 GENERATION_PATTERN = f"[0-9a-f]{{{GENERATION_LENGTH}}}"
@@ -83,3 +92,25 @@ def unobserved(hop: Role, metric: Metric, *matchers: Matcher, evidence: tuple[Ma
     finished = rate_sum(METRICS["finished"], *matchers, role(hop), window=window)
     observed = rate_sum(metric, *matchers, *evidence, role(hop), window=window)
     return f'label_replace(({finished} > 0) unless on() ({observed} > 0), "role", "{hop}", "", "")'
+
+
+def _count(metric: Metric, *matchers: Matcher, window: str) -> str:
+    """POSTs a second over ``window``; 0 when no series matches (a counter of errors exists only after its first)."""
+    return f"({rate_sum(metric, *matchers, *POSTS, window=window)} or on() vector(0))"
+
+
+def error_ratio(*matchers: Matcher, window: str = "5m") -> str:
+    """Failed client requests / client requests (module docstring): errors of every pod over the decoder's invocations
+    plus the prefillers' errors. No request in the window (a zero or missing denominator) leaves it empty, never a
+    division by zero, so an alert on it stays silent."""
+    errors, calls = METRICS["errors"], METRICS["invocations"]
+    requests = (f"{_count(calls, *matchers, role('decode'), window=window)} + "
+                f"{_count(errors, *matchers, role('prefill'), window=window)}")
+    return f"{_count(errors, *matchers, window=window)} / (({requests}) > 0)"
+
+
+def hop_error_ratio(hop: Role, *matchers: Matcher, window: str = "5m") -> str:
+    """Failed invocations / invocations of one role's pods (empty while they receive none)."""
+    errors, calls = METRICS["errors"], METRICS["invocations"]
+    return (f"{_count(errors, *matchers, role(hop), window=window)} / "
+            f"({rate_sum(calls, *matchers, *POSTS, role(hop), window=window)} > 0)")

@@ -130,8 +130,9 @@ def test_rules_land_in_the_addon_workspace_with_the_endpoint_objective(with_work
     # every generation of the endpoint's IEC: the rules deploy before a rollout promotes the rendered one
     assert f'resource_name=~"{endpoint.name}-[0-9a-f]{{6}}"' in expressions["DpdPrefillQueueHigh"]
     assert endpoint.resource_name not in rules["Properties"]["Data"]
+    assert expressions["DpdRequestErrorsHigh"].endswith("> 0.05")  # alerts.error_ratio's default
     assert {"DpdKvTransferSlow", "DpdKvTransferMetricsMissing", "DpdTtftMetricsMissing", "DpdFallbackRatioHigh",
-            "GPUXidError", "GPUMemoryErrorDetected"} <= set(expressions)
+            "DpdRequestErrorsMetricsMissing", "GPUXidError", "GPUMemoryErrorDetected"} <= set(expressions)
 
 
 def test_alert_manager_of_the_workspace_routes_to_the_topic(with_workspace) -> None:

@@ -82,6 +82,18 @@ def finished(pod: Mapping[str, str], per_minute: float) -> Series:
     return counter(METRICS["finished"].name, {**_vllm(pod), "finished_reason": "stop"}, per_minute)
 
 
+def _call(pod: Mapping[str, str], method: str = "POST") -> dict[str, str]:
+    return {**pod, "method": method, "uri": "/v1/chat/completions" if method == "POST" else "/health"}
+
+
+def invocations(pod: Mapping[str, str], per_minute: float, *, method: str = "POST") -> Series:
+    return counter(METRICS["invocations"].name, _call(pod, method), per_minute)
+
+
+def errors(pod: Mapping[str, str], per_minute: float, *, status: str = "500") -> Series:
+    return counter(METRICS["errors"].name, {**_call(pod), "status": status}, per_minute)
+
+
 def _seconds(metric: Metric, pod: Mapping[str, str], observations_ms: Sequence[float], *, ranks: int = 1) -> list[Series]:
     """A histogram in seconds, one copy per tensor-parallel rank (LMCache observes per ``worker_id``)."""
     series: list[Series] = []
@@ -225,6 +237,61 @@ def traffic_scenarios(target: EndpointTarget, config: EnvironmentConfig) -> list
     ]
 
 
+def _failing(target: EndpointTarget, name: str, ratio: float, *, threshold: float, fires: bool) -> Scenario:
+    """100 disaggregated requests a minute, ``ratio`` of them failing, half on the prefillers (those never reach the
+    decoder) and half on the decoder; the intent must hold for the client's share and the plain sum over both roles
+    (which counts a disaggregated request twice) must stay under the threshold, so only the client's share can fire."""
+    failed = 100 * ratio
+    prefill_errors, decode_errors = failed / 2, failed / 2
+    plain = failed / (100 + 100 - prefill_errors)
+    if (ratio > threshold) != fires or plain >= threshold:
+        raise ValueError(f"{name}: {ratio} against {threshold} (plain sum {plain:.3f}); choose another ratio")
+    prefill, decode = _pod(target, "prefill"), _pod(target, "decode")
+    series = (invocations(prefill, 100), errors(prefill, prefill_errors, status="503"),
+              invocations(decode, 100 - prefill_errors), errors(decode, decode_errors),
+              invocations(decode, 30, method="GET"))
+    return Scenario(name=name, alert="DpdRequestErrorsHigh", series=series,
+                    firing=(Firing(group=_group(target), value=ratio),) if fires else ())
+
+
+def error_scenarios(target: EndpointTarget, threshold: float) -> list[Scenario]:
+    group, alert = _group(target), "DpdRequestErrorsHigh"
+    prefill, decode = _pod(target, "prefill"), _pod(target, "decode")
+    above, below = threshold * 1.6, threshold / 2
+    # the decoder fails `onset` of its requests from minute 20: the ratio crosses the threshold by minute 25, so the
+    # alert is pending at 24 min (and already above it then) and firing from 30 min (for: 5m)
+    onset = (1 + threshold) / 2
+    if not 0.8 * onset > threshold:
+        raise ValueError(f"the onset ratio {onset} is not above {threshold} at 24 min; choose another")
+    started = (invocations(decode, 100), stepped(METRICS["errors"].name, {**_call(decode), "status": "500"},
+                                                 [0] * 21 + [onset * 100 * i for i in range(1, 40)]))
+    return [
+        _failing(target, "Request errors: above the threshold on both hops (the plain sum of invocations is not)",
+                 above, threshold=threshold, fires=True),
+        _failing(target, "Request errors: below the threshold", below, threshold=threshold, fires=False),
+        Scenario(name="Request errors: above the threshold but not yet for the for: duration", alert=alert,
+                 series=started, eval_time="24m"),
+        Scenario(name="Request errors: above the threshold for the for: duration", alert=alert, series=started,
+                 eval_time="30m", firing=(Firing(group=group, value=onset),)),
+        Scenario(name="Request errors: every prefill fails, the decoder is never called", alert=alert,
+                 series=(invocations(prefill, 20), errors(prefill, 20, status="503")),
+                 firing=(Firing(group=group, value=1),)),
+        Scenario(name="Request errors: traffic without any error (no model_errors_total series)", alert=alert,
+                 series=(invocations(prefill, 100), invocations(decode, 100))),
+        Scenario(name="Request errors: no traffic (old counts, zero rates, no division by zero)", alert=alert,
+                 series=(gauge(METRICS["invocations"].name, _call(decode), 500),
+                         gauge(METRICS["errors"].name, {**_call(decode), "status": "500"}, 400))),
+        Scenario(name="Request error metrics missing: the decoder finishes requests, no model_invocations_total",
+                 alert="DpdRequestErrorsMetricsMissing", series=(finished(prefill, 10), finished(decode, 10)),
+                 firing=(Firing(group=group, labels={"role": "decode"}),)),
+        Scenario(name="Request error metrics missing: only GET probes counted", alert="DpdRequestErrorsMetricsMissing",
+                 series=(finished(decode, 10), invocations(decode, 30, method="GET"), invocations(decode, 0)),
+                 firing=(Firing(group=group, labels={"role": "decode"}),)),
+        Scenario(name="Request error metrics missing: invocations counted", alert="DpdRequestErrorsMetricsMissing",
+                 series=(finished(decode, 10), invocations(decode, 10))),
+    ]
+
+
 # -- node scenarios -----------------------------------------------------------------------------------------------------
 
 GPU = {"gpu": "3", "UUID": "GPU-5f0c1e2a-9b7d-4c3e-8a1f-2d6b7c8e9f01", "device": "nvidia3",
@@ -255,7 +322,7 @@ def scenarios(config: EnvironmentConfig) -> list[Scenario]:
     found: list[Scenario] = []
     for target in endpoint_targets(config):
         found += ttft_scenarios(target) + latency_scenarios(target, config.alerts.kv_transfer_p99_ms)
-        found += traffic_scenarios(target, config)
+        found += traffic_scenarios(target, config) + error_scenarios(target, config.alerts.error_ratio)
     return found + node_scenarios()
 
 

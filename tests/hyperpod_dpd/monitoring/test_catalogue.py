@@ -48,7 +48,8 @@ BARE = re.compile(r'(?<![\w:"=~$.])([a-zA-Z_][a-zA-Z0-9_:]*)(?=\{|\[|\s*>|\s+off
 BY_NAME = re.compile(r'__name__=~"([^"]+)"')
 NOT_SERIES = {"le", "pod_name", "Hostname", "gpu"}
 DPD_ALERTS = {"DpdE2eTtftP99BoundAboveSlo", "DpdTpotP99AboveSlo", "DpdPrefillQueueHigh", "DpdKvTransferSlow",
-              "DpdFallbackRatioHigh", "DpdTtftMetricsMissing", "DpdKvTransferMetricsMissing"}
+              "DpdFallbackRatioHigh", "DpdRequestErrorsHigh", "DpdTtftMetricsMissing", "DpdKvTransferMetricsMissing",
+              "DpdRequestErrorsMetricsMissing"}
 
 
 def _env(base: dict[str, Any], mutate: Any = None) -> EnvironmentConfig:
@@ -72,7 +73,7 @@ def two_endpoints(base_configs: dict[str, dict[str, Any]]) -> EnvironmentConfig:
         second = {**copy.deepcopy(first), "name": "llama-small", "namespace": "llm-small"}
         del second["slo"]
         data["endpoints"].append(second)
-        data["alerts"] = {"prefill_queue_depth": 12, "kv_transfer_p99_ms": 250, "fallback_ratio": 0.5}
+        data["alerts"] = {"prefill_queue_depth": 12, "kv_transfer_p99_ms": 250, "fallback_ratio": 0.5, "error_ratio": 0.1}
         # (a node pair per endpoint: two endpoints cannot share the one prefill and one decode node)
         data["hyperpod"]["instance_groups"] = [{**g, "count": 2} if g["name"] in ("prefill", "decode") else g
                                                for g in data["hyperpod"]["instance_groups"]]
@@ -173,6 +174,8 @@ def test_each_endpoint_has_every_dpd_signal_with_its_own_thresholds(two_endpoint
         assert rules["DpdPrefillQueueHigh"]["expr"].endswith("> 12")
         assert rules["DpdKvTransferSlow"]["expr"].endswith("* 1000 > 250")
         assert rules["DpdFallbackRatioHigh"]["expr"].endswith("> 0.5")
+        assert rules["DpdRequestErrorsHigh"]["expr"].endswith(") > 0) > 0.1")
+        assert rules["DpdRequestErrorsHigh"]["labels"]["severity"] == "critical"
         assert {r["labels"]["endpoint"] for r in rules.values()} == {target.name}
         assert {r["labels"]["severity"] for r in rules.values()} <= {"critical", "warning"}
     assert {r["alert"] for r in groups["hyperpod-dpd-nodes"]} == {"GPUXidError", "GPUMemoryErrorDetected"}
@@ -309,6 +312,9 @@ def test_slo_and_alerts_default_when_left_out(dev_config: EnvironmentConfig) -> 
     (lambda d: d.update(alerts={"emails": ["oncall"]}), "alerts.emails[0]: 'oncall': must be an e-mail address"),
     (lambda d: d.update(alerts={"https_endpoints": ["http://x.example.com"]}), "alerts.https_endpoints[0]: 'http://x.example.com': must be an https:// URL"),
     (lambda d: d.update(alerts={"fallback_ratio": 1.5}), "alerts.fallback_ratio: 1.5: Input should be less than 1"),
+    (lambda d: d.update(alerts={"error_ratio": 1}), "alerts.error_ratio: 1: Input should be less than 1"),
+    (lambda d: d.update(alerts={"error_ratio": 0}), "alerts.error_ratio: 0: Input should be greater than 0"),
+    (lambda d: d.update(alerts={"error_ratio": "5%"}), "alerts.error_ratio: '5%': must be a number, not a string"),
 ])
 def test_bad_alert_settings_are_one_line_errors(base_configs: dict[str, dict[str, Any]], mutate: Any, line: str) -> None:
     with pytest.raises(ConfigError) as raised:

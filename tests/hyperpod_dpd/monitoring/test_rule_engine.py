@@ -30,7 +30,7 @@ def _two_endpoints(base: dict[str, Any]) -> EnvironmentConfig:
     first["slo"] = {"ttft_ms": 1500, "tpot_ms": 45}
     data["endpoints"].append({**copy.deepcopy(first), "name": "llama-small", "namespace": "llm-small"})
     del data["endpoints"][1]["slo"]
-    data["alerts"] = {"prefill_queue_depth": 12, "kv_transfer_p99_ms": 250, "fallback_ratio": 0.5}
+    data["alerts"] = {"prefill_queue_depth": 12, "kv_transfer_p99_ms": 250, "fallback_ratio": 0.5, "error_ratio": 0.1}
     # (a node pair per endpoint: two endpoints cannot share the one prefill and one decode node)
     data["hyperpod"]["instance_groups"] = [{**g, "count": 2} if g["name"] in ("prefill", "decode") else g
                                            for g in data["hyperpod"]["instance_groups"]]

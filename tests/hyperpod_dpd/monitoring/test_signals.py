@@ -16,7 +16,14 @@ from hyperpod_dpd.config.endpoints import GENERATION_LENGTH
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.monitoring.alerts import endpoint_targets, rule_groups
 from hyperpod_dpd.monitoring.metrics import METRICS
-from hyperpod_dpd.monitoring.signals import endpoint_matchers, endpoint_resources, ttft_bound_ms, unobserved
+from hyperpod_dpd.monitoring.signals import (
+    endpoint_matchers,
+    endpoint_resources,
+    error_ratio,
+    hop_error_ratio,
+    ttft_bound_ms,
+    unobserved,
+)
 from tests.paths import FIXTURE_CONFIG_DIR
 
 
@@ -63,6 +70,8 @@ def test_the_composite_expressions_parse() -> None:
     matchers = endpoint_matchers("llama-3-3-70b", "llm-serving")
     promql_parser.parse(ttft_bound_ms(*matchers))
     promql_parser.parse(unobserved("prefill", METRICS["kv_store"], *matchers))
+    promql_parser.parse(error_ratio(*matchers))
+    promql_parser.parse(hop_error_ratio("decode", *matchers))
 
 
 @pytest.mark.parametrize(("alerts", "line"), [
@@ -70,6 +79,7 @@ def test_the_composite_expressions_parse() -> None:
     # 10 s; a share of requests never exceeds 1), before any rule is built
     ({"kv_transfer_p99_ms": 10000}, "dev.yaml: alerts.kv_transfer_p99_ms: 10000: Input should be less than 10000"),
     ({"fallback_ratio": 1}, "dev.yaml: alerts.fallback_ratio: 1: Input should be less than 1"),
+    ({"error_ratio": 1}, "dev.yaml: alerts.error_ratio: 1: Input should be less than 1"),
 ])
 def test_a_threshold_no_alert_could_cross_is_a_one_line_error(base_configs: dict[str, Any], alerts: dict[str, Any],
                                                               line: str) -> None:
@@ -81,7 +91,8 @@ def test_a_threshold_no_alert_could_cross_is_a_one_line_error(base_configs: dict
 
 
 def test_a_threshold_just_below_the_ceiling_is_accepted(base_configs: dict[str, Any]) -> None:
-    config = _env(base_configs["dev"], kv_transfer_p99_ms=9999, fallback_ratio=0.99)
+    config = _env(base_configs["dev"], kv_transfer_p99_ms=9999, fallback_ratio=0.99, error_ratio=0.99)
     exprs = {r["alert"]: r["expr"] for g in rule_groups(config)["groups"] for r in g["rules"]}
     assert exprs["DpdKvTransferSlow"].endswith("* 1000 > 9999")
+    assert exprs["DpdRequestErrorsHigh"].endswith("> 0.99")
     assert len(endpoint_targets(config)) == 2
