@@ -64,9 +64,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--max-num-batched-tokens", metavar="N", help="vLLM --max-num-batched-tokens: the chunked "
                         "prefill budget of one step (default 8192)")
     parser.add_argument("--kv-connector", metavar="NAME",
-                        help="KV path: lmcache (the operator's LMCache PD backend: PD buffer, layer-wise, 256-token "
-                        "chunks; default) or nixl (vLLM NixlConnector: into the paged cache, after the prefill, "
-                        "16-token blocks), as Dynamo's guides measure")
+                        help="KV path: lmcache (the operator's LMCache PD backend: sent into the decoder's PD buffer "
+                        "after the prefill, inside the prefiller's step, 256-token chunks; default) or nixl (vLLM "
+                        "NixlConnector: pulled by the decoder into its paged cache after the prefill, 16-token "
+                        "blocks), as Dynamo's guides measure")
     parser.add_argument("--block-size", metavar="TOKENS", help="tokens per KV block the connector moves (LMCache "
                         "chunk_size, default 256; vLLM NixlConnector moves vLLM blocks, e.g. 16)")
     parser.add_argument("--calibration", metavar="FILE", help="planner constants measured on your own cluster, "
