@@ -7,12 +7,23 @@ the exact SageMaker actions it calls (botocore 1.44.8, ``sagemaker`` service-2) 
 gateways in the home Region, ``DescribeCluster`` on the members' Regions, and ``iam:PassRole`` on the execution role
 alone, only to SageMaker.
 
+Tags: a custom resource is not tagged by CloudFormation (neither its stack's tags nor a template ``Tags`` reach what
+the handler creates), so the construct is taggable itself (``ITaggableV2``: ``cdk.Tags.of(scope).add`` reaches it, as
+it does the L1 resources) and passes its tags, over its stack's own (``Stack(tags=...)``), as the resource's ``Tags``,
+which the handler sends with ``CreateGlobalInferenceGateway`` (``Tags``, a TagList of at most 50). At create only: a
+tag changed later is not applied to the existing gateway.
+
 Not confirmed by any page read (so kept minimal, and said so in docs/global.md):
 
 * the resource types each action authorizes: the gateway's ARN ends in a random 12-character id
   (GlobalInferenceGatewayArn), so the gateway actions are scoped to ``global-inference-gateway/*`` of the home Region
   and account; ``CreateGlobalInferenceGateway``, ``AddInferenceGateway`` and ``RemoveInferenceGateway`` name
   clusters, so they are also allowed on the member Regions' ``cluster/*`` (the clusters' ids are HyperPod's);
+* that a create with ``Tags`` is also authorized as ``sagemaker:AddTags`` on the new gateway: SageMaker says so of
+  the resources Studio creates ("Custom IAM policies that allow [...] to create Amazon SageMaker resources must also
+  grant permissions to add tags to those resources",
+  https://docs.amazonaws.cn/en_us/sagemaker/latest/dg/canvas-set-up-cv-nlp.html), not of this one; the handler may
+  ``AddTags`` on the same ``global-inference-gateway/*``, so a create with tags is not refused for the lack of it;
 * the execution role's trust and permissions: the model says only that it is "the IAM role that the global inference
   gateway assumes to access your SageMaker HyperPod clusters", "in your account and partition". The role trusts
   ``sagemaker.amazonaws.com`` bound to this account's SageMaker resources (:func:`source_conditions.sagemaker`) and may
@@ -33,6 +44,7 @@ from typing import Any
 
 import aws_cdk as cdk
 import botocore
+import jsii
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -62,6 +74,9 @@ GATEWAY_ACTIONS = tuple(f"sagemaker:{a}" for a in (
 CLUSTER_ACTIONS = tuple(f"sagemaker:{a}" for a in (
     "CreateGlobalInferenceGateway", "AddInferenceGateway", "RemoveInferenceGateway"))
 DESCRIBE_CLUSTER = "sagemaker:DescribeCluster"
+# A create with Tags (CreateGlobalInferenceGatewayRequest.Tags) is authorized as AddTags too, as for SageMaker's other
+# creates (unconfirmed for this resource type: docs/global.md).
+ADD_TAGS = "sagemaker:AddTags"
 PASS_ROLE = "iam:PassRole"  # noqa: S105 - an IAM action, not a secret
 RUNTIME = lambda_.Runtime.PYTHON_3_14  # the newest Python runtime aws-cdk-lib 2.275 knows (cdk-nag AwsSolutions-L1)
 HANDLER_TIMEOUT = cdk.Duration.minutes(2)  # up to 10 DescribeCluster calls and one change per poll
@@ -96,11 +111,25 @@ class Member:
                 "Namespace": self.namespace, "Name": self.name}
 
 
+@jsii.implements(cdk.IStableAnyProducer)
+class _Tags:
+    """The gateway's ``Tags`` at synthesis (after the Tags aspects ran): its stack's, then its own, by key."""
+
+    def __init__(self, construct: GlobalInferenceGateway) -> None:
+        self.construct = construct
+
+    def produce(self) -> Any:
+        tags = {**cdk.Stack.of(self.construct).tags.tag_values(), **self.construct.cdk_tag_manager.tag_values()}
+        return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+
+
+@jsii.implements(cdk.ITaggableV2)
 class GlobalInferenceGateway(Construct):
     """The gateway ``name`` in this stack's account and Region with ``members`` and ``weights``.
 
     Attributes: ``resource`` (the custom resource: ``Arn``, ``Id``, ``EndpointUrl`` as attributes), ``execution_role``
-    (None with ``execution_role_arn``), ``execution_role_arn``, ``handler_role``, ``policy`` (the handler's).
+    (None with ``execution_role_arn``), ``execution_role_arn``, ``handler_role``, ``policy`` (the handler's),
+    ``cdk_tag_manager`` (the tags ``cdk.Tags`` gives the gateway, sent at its create with its stack's).
 
     Args:
         name: the gateway's name (GlobalInferenceGatewayName). No default.
@@ -121,6 +150,7 @@ class GlobalInferenceGateway(Construct):
         if bad or any(not 0.0 <= float(w) <= 1.0 for w in (weights or {}).values()):
             raise ValueError(f"weights must be KVHeadroom, QueueDepth, RegionProximity, ErrorRate in [0, 1]: {weights}")
         super().__init__(scope, id)
+        self._tag_manager = cdk.TagManager(cdk.TagType.KEY_VALUE, RESOURCE_TYPE)
         regions = sorted({m.region for m in members})
         clusters = [arn(self, "sagemaker", "cluster/*", region=r) for r in regions]
         self.execution_role: iam.Role | None = None
@@ -149,7 +179,7 @@ class GlobalInferenceGateway(Construct):
                                      description=f"Creates, reconciles and deletes the global inference gateway {name}")
         self.log_group.grant_write(self.handler_role)
         statements = [
-            iam.PolicyStatement(sid="ManageTheGateway", actions=list(GATEWAY_ACTIONS),
+            iam.PolicyStatement(sid="ManageTheGateway", actions=[*GATEWAY_ACTIONS, ADD_TAGS],
                                 resources=[arn(self, "sagemaker", "global-inference-gateway/*")]),
             iam.PolicyStatement(sid="NameMemberClusters", actions=[DESCRIBE_CLUSTER, *CLUSTER_ACTIONS],
                                 resources=clusters),
@@ -184,10 +214,15 @@ class GlobalInferenceGateway(Construct):
             "Members": [m.properties() for m in members]}
         if weights:
             properties["Routing"] = {"Weights": {k: str(float(v)) for k, v in weights.items()}}
+        properties["Tags"] = cdk.Lazy.any(_Tags(self), omit_empty_array=True)
         self.resource = cdk.CustomResource(self, "Resource", service_token=self.provider.service_token,
                                            resource_type=RESOURCE_TYPE, service_timeout=SERVICE_TIMEOUT,
                                            properties=properties)
         self._acknowledge(waiter_logs)
+
+    @property
+    def cdk_tag_manager(self) -> cdk.TagManager:
+        return self._tag_manager
 
     def _acknowledge(self, waiter_logs: logs.LogGroup) -> None:
         """cdk-nag and checkov findings on the handler and on the framework aws-cdk-lib builds for it."""

@@ -5,7 +5,8 @@ resolves each cluster's ARN, and SageMaker adds the member then). Stacks of diff
 other, so the order is kept where each deploy is decided:
 
 * the promotion pipeline deploys this stage after the wave of its last member, once every member's checks have passed
-  (``stacks/pipeline_stack.py``, :func:`~hyperpod_dpd.stacks.pipeline_waves.add_waves`);
+  (:class:`~hyperpod_dpd.stacks.pipeline_stack.PipelineStack` adds each stage :func:`attachable` names after each
+  wave);
 * with a plain ``cdk deploy``, deploy the members' stages first: ``cdk deploy "dev/*" "staging/*"``, then
   ``cdk deploy "global-<name>/*"`` (docs/global.md). A gateway deployed too early fails with "no HyperPod cluster ...:
   deploy environment ... before the global gateway", and changes nothing.

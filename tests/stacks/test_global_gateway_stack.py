@@ -19,7 +19,7 @@ from cfnlint.api import ManualArgs, lint
 from hyperpod_dpd.catalogue.gateway import DPD_GATEWAY_REASON
 from hyperpod_dpd.config import global_gateway
 from hyperpod_dpd.errors import ConfigError
-from hyperpod_dpd.infra.global_gateway import CLUSTER_ACTIONS, GATEWAY_ACTIONS, RESOURCE_TYPE
+from hyperpod_dpd.infra.global_gateway import ADD_TAGS, CLUSTER_ACTIONS, GATEWAY_ACTIONS, RESOURCE_TYPE
 from tests.paths import ROOT
 
 CONFIG = ROOT / "tests" / "fixtures" / "global"
@@ -85,6 +85,9 @@ def test_the_gateway_stack_lives_in_the_home_account_and_region(assembly: Path) 
     assert props["ExecutionRoleArn"] == {"Fn::GetAtt": [next(k for k, r in template["Resources"].items()
                                                              if r["Type"] == "AWS::IAM::Role"
                                                              and "ExecutionRole" in k), "Arn"]}
+    # AND the stage's tag, which CloudFormation would not give a custom resource, is the gateway's, for its create;
+    # the owner tag, meant for IAM roles only, is not
+    assert props["Tags"] == [{"Key": "project", "Value": "hyperpod-dpd"}]
 
 
 def _policy(template: dict[str, Any], fragment: str) -> list[dict[str, Any]]:
@@ -104,7 +107,7 @@ def test_the_handler_holds_the_exact_actions_on_partition_aware_arns(assembly: P
     statements = {s["Sid"]: s for s in _policy(template, "HandlerPolicy")}
     assert sorted(statements) == ["ManageTheGateway", "NameMemberClusters", "PassTheExecutionRole"]
     manage = statements["ManageTheGateway"]
-    assert sorted(manage["Action"]) == sorted(GATEWAY_ACTIONS)
+    assert sorted(manage["Action"]) == sorted([*GATEWAY_ACTIONS, ADD_TAGS])  # AddTags: a create with Tags
     assert _sub(manage["Resource"]) == ("arn:${AWS::Partition}:sagemaker:us-west-2:111111111111:"
                                         "global-inference-gateway/*")
     clusters = statements["NameMemberClusters"]
@@ -209,3 +212,54 @@ def test_a_role_of_ones_own_is_passed_by_a_partition_aware_arn(cdk_context: dict
         Match.object_like({"Sid": "PassTheExecutionRole", "Resource": {"Fn::Join": ["", [
             "arn:", {"Ref": "AWS::Partition"}, ":iam::111111111111:role/team/my-gateway-role"]]}})])}})
     assert "arn:aws:" not in json.dumps(template.find_resources("AWS::IAM::Policy"))
+
+
+def _gateway_stack(cdk_context: dict[str, Any], **stack: Any) -> Any:
+    import aws_cdk as cdk
+
+    from hyperpod_dpd.infra.global_gateway import GlobalInferenceGateway, Member
+
+    app = cdk.App(context=cdk_context)
+    scope = cdk.Stack(app, "Tagged", env=cdk.Environment(account="111111111111", region="us-west-2"), **stack)
+    GlobalInferenceGateway(scope, "Gateway", name="llama-global", members=[Member(
+        environment="west", region="us-west-2", cluster_name="hpdpd-west", namespace="llm-serving", name="g")])
+    return app, scope
+
+
+def test_the_gateway_carries_its_stacks_tags_and_the_cdk_tags_that_reach_it(cdk_context: dict[str, Any]) -> None:
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    # GIVEN a stack with tags of its own, a CDK tag on the app, one overriding a stack tag, one for IAM roles only
+    app, stack = _gateway_stack(cdk_context, tags={"cost-center": "ml", "team": "stack"})
+    cdk.Tags.of(app).add("team", "serving")
+    cdk.Tags.of(app).add("owner-of-roles", "x", include_resource_types=["AWS::IAM::Role"])
+    (resource,) = Template.from_stack(stack).find_resources(RESOURCE_TYPE).values()
+    # THEN the gateway's Tags hold the stack's and the CDK tags by key, the construct's winning, not the roles' tag
+    assert resource["Properties"]["Tags"] == [{"Key": "cost-center", "Value": "ml"},
+                                              {"Key": "team", "Value": "serving"}]
+
+
+def test_an_untagged_gateway_sends_no_tags(cdk_context: dict[str, Any]) -> None:
+    from aws_cdk.assertions import Template
+
+    _, stack = _gateway_stack(cdk_context)
+    (resource,) = Template.from_stack(stack).find_resources(RESOURCE_TYPE).values()
+    assert "Tags" not in resource["Properties"]
+
+
+def test_the_stack_modules_docstring_names_code_that_exists() -> None:
+    import importlib
+    import re
+
+    from hyperpod_dpd.stacks import global_gateway_stack
+
+    # GIVEN the Sphinx references and the files the module's docstring names THEN each one exists
+    doc = global_gateway_stack.__doc__ or ""
+    for target in re.findall(r":(?:func|class|mod):`~?([\w.]+)`", doc):
+        if "." not in target:
+            target = f"{global_gateway_stack.__name__}.{target}"
+        module, _, name = target.rpartition(".")
+        assert hasattr(importlib.import_module(module), name), target
+    for path in re.findall(r"``([\w/]+\.py)``", doc):
+        assert (ROOT / path).is_file(), path

@@ -5,9 +5,14 @@ then :func:`is_complete` until it answers ``IsComplete`` or the framework's tota
 Every call, field and value is SageMaker's in botocore 1.44.8 (``sagemaker`` service-2):
 
 * ``CreateGlobalInferenceGateway`` (Name, Routing.Weights, ExecutionRoleArn, Gateways 1-10 of {Name, Namespace,
-  ClusterArn}, ClientToken ``[a-zA-Z0-9-]{1,64}``, an idempotency token) starts ``CREATING``; "call
-  DescribeGlobalInferenceGateway until the status is ACTIVE or FAILED". ``ResourceInUse``: the name is taken, or a
-  member already belongs to another gateway.
+  ClusterArn}, ClientToken ``[a-zA-Z0-9-]{1,64}``, an idempotency token, Tags: TagList of 0-50 {Key, Value}) starts
+  ``CREATING``; "call DescribeGlobalInferenceGateway until the status is ACTIVE or FAILED". ``ResourceInUse``: the name
+  is taken, or a member already belongs to another gateway. The resource's ``Tags`` (the stack's and the CDK tags the
+  construct carries, infra/global_gateway.py) are sent here, at create only: "The global inference gateway doesn't
+  return tags in its responses", and a later change of tags is not applied to an existing gateway.
+* ``Routing.Weights`` are ``GlobalInferenceGatewayRoutingWeight``, a ``float`` shape (0-1): they are compared within
+  :data:`WEIGHT_TOLERANCE`, never with ``==``, so a weight read back in another representation (rounded to single
+  precision, or the integer 1 for 1.0) is not "changed" again on every poll.
 * ``UpdateGlobalInferenceGateway`` changes the routing only: "To add or remove in-cluster inference gateways, use
   AddInferenceGateway and RemoveInferenceGateway". Each of the three fails with ``ConflictException`` "while another
   operation is in progress", so :func:`is_complete` makes one change per poll, once the gateway is ``ACTIVE`` and no
@@ -27,6 +32,7 @@ of the botocore the toolkit pins (infra/global_gateway.py, staged_handler); no p
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -36,6 +42,11 @@ BUSY_MEMBER = ("ADDING", "REMOVING")
 ARN = re.compile(r"arn:aws[a-z\-]*:sagemaker:([a-z0-9\-]+):[0-9]{12}:global-inference-gateway/[a-z0-9]{12}")
 TOKEN_LENGTH = 64  # GlobalInferenceGatewayClientToken: max 64, [a-zA-Z0-9-]+
 MAX_MEMBERS = 10  # GlobalInferenceGatewayMembers: max 10 (AddInferenceGateway answers ResourceLimitExceeded past it)
+# GlobalInferenceGatewayRoutingWeight is a "float" shape, min 0, max 1: Smithy's float, a single-precision IEEE-754
+# number (https://smithy.io/2.0/spec/simple-types.html), which holds a weight in [0, 1] to within 2**-25 (3e-8) and may
+# be answered as the integer 0 or 1 (JSON numbers). Two weights closer than this are one weight: above that rounding,
+# far below any meant difference (the API accepts weights whose sum is within 0.001 of 1.0).
+WEIGHT_TOLERANCE = 1e-6
 # The properties the construct passes (infra/global_gateway.py) and the handler reads.
 PROPERTIES = ("Name", "ExecutionRoleArn", "Members")
 
@@ -68,6 +79,19 @@ def _properties(event: Mapping[str, Any]) -> Mapping[str, Any]:
 def _routing(properties: Mapping[str, Any]) -> dict[str, Any] | None:
     weights = (properties.get("Routing") or {}).get("Weights") or {}
     return {"Weights": {k: float(v) for k, v in weights.items()}} if weights else None
+
+
+def same_weight(have: Any, want: float) -> bool:
+    """Whether the gateway's weight ``have`` (as DescribeGlobalInferenceGateway answers it; None when absent) is the
+    wanted one, within :data:`WEIGHT_TOLERANCE`."""
+    if isinstance(have, bool) or not isinstance(have, (int, float)):
+        return False  # absent (or not a number): not the wanted weight, so the routing is sent
+    return math.isclose(float(have), float(want), rel_tol=0.0, abs_tol=WEIGHT_TOLERANCE)
+
+
+def _tags(properties: Mapping[str, Any]) -> list[dict[str, str]]:
+    """``Tags`` of CreateGlobalInferenceGateway: the resource's, as CloudFormation passes them ({Key, Value})."""
+    return [{"Key": str(tag["Key"]), "Value": str(tag["Value"])} for tag in properties.get("Tags") or ()]
 
 
 def resolve_members(properties: Mapping[str, Any], client_for: ClientFor) -> list[dict[str, str]]:
@@ -128,6 +152,9 @@ def _create(event: Mapping[str, Any], properties: Mapping[str, Any], client_for:
     routing = _routing(properties)
     if routing:
         request["Routing"] = routing
+    tags = _tags(properties)
+    if tags:
+        request["Tags"] = tags
     try:
         created = sagemaker.create_global_inference_gateway(**request)
     except sagemaker.exceptions.ResourceInUse as error:
@@ -204,7 +231,7 @@ def _step(sagemaker: Any, physical: str, properties: Mapping[str, Any], describe
     have = {_key(m) for m in current}
     want = {_key(m) for m in wanted}
     try:
-        if routing and any(weights.get(k) != v for k, v in routing["Weights"].items()):
+        if routing and not all(same_weight(weights.get(k), v) for k, v in routing["Weights"].items()):
             sagemaker.update_global_inference_gateway(Identifier=physical, Routing=routing)
             return False
         additions = [m for m in wanted if _key(m) not in have]

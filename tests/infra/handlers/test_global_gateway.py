@@ -3,6 +3,7 @@ requests and answers that do not match the operations' shapes are rejected by th
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -303,3 +304,79 @@ def test_a_full_gateway_makes_room_before_it_adds() -> None:
                                          "Gateway": {**GATEWAYS[0], "ClusterArn": arn(9)}, "Status": "REMOVING"},
             {"Identifier": GW, "ClusterArn": arn(9), "Namespace": "llm-serving", "Name": "llama-gateway"})
         assert index.is_complete(update, client_for=clients) == {"IsComplete": False}
+
+
+def _single(value: float) -> float:
+    """``value`` as a single-precision float reads back (GlobalInferenceGatewayRoutingWeight is a ``float`` shape)."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+FOUR = {"KVHeadroom": "0.4", "QueueDepth": "0.3", "RegionProximity": "0.3", "ErrorRate": "0.0"}
+
+
+def test_weights_read_back_in_another_representation_are_not_sent_again() -> None:
+    # GIVEN the configured weights, and the gateway answering them rounded to single precision, as 0.1 + 0.2, and as
+    # the integer 0 (all four are the same weights as configured)
+    props = {**PROPS, "Routing": {"Weights": FOUR}}
+    update = {**EVENT, "RequestType": "Update", "ResourceProperties": props, "OldResourceProperties": props}
+    answered = {"KVHeadroom": _single(0.4), "QueueDepth": _single(0.3), "RegionProximity": 0.1 + 0.2, "ErrorRate": 0}
+    assert answered["KVHeadroom"] != 0.4 and answered["RegionProximity"] != 0.3  # what == got wrong
+    with stubbed() as clients:
+        _poll(clients, update, _gateway("ACTIVE", Routing={"Weights": answered}), [_member(WEST), _member(EAST)])
+        clients.both_clusters()
+        # WHEN it polls THEN it completes without UpdateGlobalInferenceGateway (the Stubber refuses any call not
+        # queued): an update here would be sent again on every poll until the framework's timeout
+        result = index.is_complete(update, client_for=clients)
+    assert result["IsComplete"] is True
+
+
+def test_a_weight_changed_by_a_thousandth_is_still_sent() -> None:
+    # GIVEN the gateway at KVHeadroom 0.4 (single precision) and the configuration at 0.401
+    props = {**PROPS, "Routing": {"Weights": {**FOUR, "KVHeadroom": "0.401", "RegionProximity": "0.299"}}}
+    update = {**EVENT, "RequestType": "Update", "ResourceProperties": props, "OldResourceProperties": PROPS}
+    answered = {"KVHeadroom": _single(0.4), "QueueDepth": _single(0.3), "RegionProximity": _single(0.3),
+                "ErrorRate": 0.0}
+    with stubbed() as clients:
+        _poll(clients, update, _gateway("ACTIVE", Routing={"Weights": answered}), [_member(WEST), _member(EAST)])
+        clients.both_clusters()
+        # THEN the routing is updated with the configured weights
+        clients.stubs["us-west-2"].add_response(
+            "update_global_inference_gateway", {"Arn": GW, "Id": "abcdef012345", "Name": "llama-global",
+                                                "Status": "UPDATING"},
+            {"Identifier": GW, "Routing": {"Weights": {"KVHeadroom": 0.401, "QueueDepth": 0.3,
+                                                       "RegionProximity": 0.299, "ErrorRate": 0.0}}})
+        assert index.is_complete(update, client_for=clients) == {"IsComplete": False}
+
+
+@pytest.mark.parametrize(("have", "want", "same"), [
+    (1, 1.0, True), (0, 0.0, True), (_single(0.1), 0.1, True), (0.1 + 0.2, 0.3, True),
+    (0.4, 0.4 + 2 * index.WEIGHT_TOLERANCE, False), (None, 0.0, False), ("0.4", 0.4, False), (True, 1.0, False)])
+def test_a_weight_is_the_same_within_the_tolerance_only(have: Any, want: float, same: bool) -> None:
+    # GIVEN a weight as the API may answer it (absent: None) THEN it is the wanted one only within the tolerance
+    assert index.same_weight(have, want) is same
+
+
+def test_the_tolerance_is_within_what_the_model_allows() -> None:
+    # GIVEN the model's weight shape THEN it is a float in [0, 1] (so single precision, not an integer), and the
+    # tolerance is far below the 0.001 the API allows on the weights' sum
+    shape = Clients()("us-west-2").meta.service_model.shape_for("GlobalInferenceGatewayRoutingWeight")
+    assert shape.type_name == "float" and (shape.metadata["min"], shape.metadata["max"]) == (0, 1)
+    assert 2 ** -25 < index.WEIGHT_TOLERANCE < 0.001 / 100
+
+
+def test_the_resources_tags_are_sent_at_create() -> None:
+    # GIVEN the resource's Tags, as the construct renders them and CloudFormation passes them
+    tags = [{"Key": "cost-center", "Value": "ml"}, {"Key": "project", "Value": "hyperpod-dpd"}]
+    create = {**CREATE, "ResourceProperties": {**PROPS, "Tags": tags}}
+    with stubbed() as clients:
+        clients.both_clusters()
+        # THEN CreateGlobalInferenceGateway carries them (a TagList the Stubber checks against the model)
+        clients.stubs["us-west-2"].add_response(
+            "create_global_inference_gateway",
+            {"Arn": GW, "Id": "abcdef012345", "Name": "llama-global", "Status": "CREATING"},
+            {"Name": "llama-global", "ExecutionRoleArn": ROLE, "Gateways": GATEWAYS,
+             "ClientToken": index.client_token(create), "Tags": tags,
+             "Routing": {"Weights": {"KVHeadroom": 0.4, "QueueDepth": 0.3}}})
+        assert index.on_event(create, client_for=clients) == {"PhysicalResourceId": GW}
+    model = Clients()("us-west-2").meta.service_model
+    assert "Tags" in model.operation_model("CreateGlobalInferenceGateway").input_shape.members
