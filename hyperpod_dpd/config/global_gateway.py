@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from hyperpod_dpd.catalogue.gateway import DPD_BEHIND_GATEWAY_DOCUMENTED, DPD_GATEWAY_REASON
 from hyperpod_dpd.config.base import AccountId, Model, Region, join, pattern
@@ -42,8 +42,11 @@ MAX_GATEWAY_NAME = 63
 # botocore 1.44.8, shape GlobalInferenceGatewayMembers: min 1, max 10 (CreateGlobalInferenceGatewayRequest.Gateways).
 MIN_MEMBERS, MAX_MEMBERS = 1, 10
 # botocore 1.44.8, shape GlobalInferenceGatewayRoutingWeight: float, min 0, max 1 (each of KVHeadroom, QueueDepth,
-# RegionProximity, ErrorRate in GlobalInferenceGatewayRoutingWeights; every one optional).
+# RegionProximity, ErrorRate in GlobalInferenceGatewayRoutingWeights). That structure: "Specify all four weights or
+# none. If you specify them, they must sum to 1.0, within 0.001. If you specify none, the global inference gateway uses
+# default weights."
 WEIGHT_MIN, WEIGHT_MAX = 0.0, 1.0
+WEIGHT_SUM, WEIGHT_SUM_TOLERANCE = 1.0, 0.001
 # botocore 1.44.8, shapes GlobalInferenceGatewayKubernetesNamespace (1-63, [a-z0-9]([-a-z0-9]*[a-z0-9])?) and
 # GlobalInferenceGatewayKubernetesResourceName (1-253, [a-z0-9]([-a-z0-9.]*[a-z0-9])?).
 NAMESPACE_PATTERN, MAX_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"), 63
@@ -64,16 +67,32 @@ Weight = Annotated[float, Field(ge=WEIGHT_MIN, le=WEIGHT_MAX)]
 
 
 class RoutingWeights(Model):
-    """``Routing.Weights`` of the gateway (botocore 1.44.8, GlobalInferenceGatewayRoutingWeights); an omitted weight is
-    left to SageMaker ("If you omit it, the global inference gateway uses default routing weights")."""
+    """``Routing.Weights`` of the gateway (botocore 1.44.8, GlobalInferenceGatewayRoutingWeights): all four, summing to
+    1.0 within 0.001, or none (SageMaker's default weights). A partial set, or four that do not sum to 1, is refused
+    here: the API would refuse the create or update after the rest of the stack was deployed."""
 
     kv_headroom: Weight | None = None  # KVHeadroom: "the free key-value (KV) cache capacity on the cluster"
     queue_depth: Weight | None = None  # QueueDepth: "the number of requests that are waiting on the cluster"
     region_proximity: Weight | None = None  # RegionProximity: "how close the cluster is to the caller"
     error_rate: Weight | None = None  # ErrorRate: "the recent error rate of the cluster"
 
+    @model_validator(mode="after")
+    def _all_or_none(self) -> RoutingWeights:
+        given = [value for value in (self.kv_headroom, self.queue_depth, self.region_proximity, self.error_rate)
+                 if value is not None]
+        if given and len(given) < 4:
+            missing = [name for name in ("kv_headroom", "queue_depth", "region_proximity", "error_rate")
+                       if getattr(self, name) is None]
+            raise ValueError(f"{len(given)} of the 4 weights given, {', '.join(missing)} missing: give all four "
+                             "(kv_headroom, queue_depth, region_proximity, error_rate), or none for SageMaker's "
+                             "default weights (botocore GlobalInferenceGatewayRoutingWeights)")
+        if given and abs(sum(given) - WEIGHT_SUM) > WEIGHT_SUM_TOLERANCE:
+            raise ValueError(f"the four weights sum to {sum(given):g}: they must sum to {WEIGHT_SUM:g} within "
+                             f"{WEIGHT_SUM_TOLERANCE:g} (botocore GlobalInferenceGatewayRoutingWeights)")
+        return self
+
     def api(self) -> dict[str, float]:
-        """The weights as the API names them, the omitted ones left out."""
+        """The weights as the API names them (all four, or none)."""
         names = {"kv_headroom": "KVHeadroom", "queue_depth": "QueueDepth", "region_proximity": "RegionProximity",
                  "error_rate": "ErrorRate"}
         return {api: float(value) for field, api in names.items() if (value := getattr(self, field)) is not None}

@@ -53,9 +53,13 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | N
 def issues_from_validation(error: ValidationError, model: type[BaseModel]) -> list[Issue]:
     """Turn pydantic's errors into the toolkit's ``path: value: message`` issues."""
     issues = []
-    for item in error.errors(include_url=False):
+    items = error.errors(include_url=False)
+    failed = [tuple(item["loc"]) for item in items]
+    for item in items:
         loc = tuple(item["loc"])
         kind = item["type"]
+        if kind == "too_short" and any(len(other) > len(loc) and other[:len(loc)] == loc for other in failed):
+            continue  # pydantic counts only the items that validated: the item's own error is the one to report
         if kind == "extra_forbidden":
             allowed = _allowed_keys(model, loc[:-1]) or []
             issues.append(Issue(field_path(loc), loc[-1], f"unknown key; allowed keys here: {', '.join(allowed)}"))
