@@ -37,6 +37,9 @@ from hyperpod_dpd.cli.verify import (
 )
 
 ACTIONS = ("status", "promote", "abort")
+# How long one read of a smoke prompt's stream may wait (both senders' timeout_seconds): the promote renews its lease
+# before each prompt unless the lease lasts that long already.
+SMOKE_READ_SECONDS = 300.0
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -137,7 +140,9 @@ def generation_checks(args: argparse.Namespace, env: Any, endpoint: Any, kube: A
 
     ``rollout promote`` calls it once the new generation is ready and before it takes any traffic (the policy,
     the client Service and the Ingress move only after it returns no failure): further checks of a generation, such
-    as verify's active probe, belong here."""
+    as verify's active probe, belong here. They take minutes, so they keep the rollout lease with ``keep``
+    (:class:`~hyperpod_dpd.ops.rollout_lease.Keep`): before each prompt, before the canary reads the logs, before
+    verify and in the polls of its probe."""
     from hyperpod_dpd.catalogue.operator import ROUTER_PORT, router_service, router_url
     from hyperpod_dpd.ops.canary import cluster_logs
     from hyperpod_dpd.ops.smoke import http_sender, run_smoke
@@ -148,25 +153,36 @@ def generation_checks(args: argparse.Namespace, env: Any, endpoint: Any, kube: A
     prometheus = prometheus_from_args(args, clients)
     probe = probe_from_args(args)  # once it is ready: the provider inside its workers
 
-    def check(iec: str) -> list[str]:
+    def check(iec: str, keep: Any) -> list[str]:
         failures = []
         path = endpoint.invocation_path.lstrip("/")
         if args.url:
-            url, send, transport = args.url, http_sender(args.url, insecure=args.insecure), "http"
+            url, transport = args.url, "http"
+            send = http_sender(args.url, insecure=args.insecure, timeout_seconds=SMOKE_READ_SECONDS)
         else:  # the new router has only an in-cluster name: reach it through the API server's service proxy
             url = router_url(iec, endpoint.namespace, path)
             send = service_proxy_sender(kube, service=router_service(iec, endpoint.namespace),
-                                        port=ROUTER_PORT, path=path)
+                                        port=ROUTER_PORT, path=path, timeout_seconds=SMOKE_READ_SECONDS)
             transport = "kubernetes-api"
-        smoke = run_smoke(send=send, endpoint=endpoint.name, transport=transport,
+        logs = cluster_logs(kube, namespace=endpoint.namespace, iec=iec)
+
+        def kept_send(body: bytes) -> Any:
+            keep.ahead(SMOKE_READ_SECONDS)
+            return send(body)
+
+        def kept_logs(seconds: float) -> Any:
+            keep.ahead()
+            return logs(seconds)
+
+        smoke = run_smoke(send=kept_send, endpoint=endpoint.name, transport=transport,
                           target=url, threshold=endpoint.routing.threshold, model=endpoint.model.name,
-                          chat="chat/" in url, max_tokens=16,
-                          canary=cluster_logs(kube, namespace=endpoint.namespace, iec=iec))
+                          chat="chat/" in url, max_tokens=16, canary=kept_logs)
         failures += [f"smoke {m.case}: {m.error}" for m in smoke.results if not m.ok]
         failures += [f"smoke {c.name}: {c.detail} (likely cause: {c.cause})" for c in smoke.canary
                      if c.status == "fail"]
+        keep.ahead()
         report = verify_endpoint(kube, Target(endpoint=endpoint, iec=iec, window_seconds=window,
-                                              prometheus=prometheus, probe=probe))
+                                              prometheus=prometheus, probe=probe, sleep=keep.sleep))
         failures += [f"verify {c.name}: {c.detail} (likely cause: {c.cause})" for c in report.checks
                      if c.status == "fail"]
         return failures
@@ -182,8 +198,8 @@ def fabric_probe(args: argparse.Namespace, endpoint: Any, kube: Any) -> Any:
         return None
     from hyperpod_dpd.ops.probe import run_probe
 
-    def probe(iec: str, sleep: Any) -> list[str]:
-        report = run_probe(kube, endpoint, iec=iec, options=options, sleep=sleep)
+    def probe(iec: str, keep: Any) -> list[str]:
+        report = run_probe(kube, endpoint, iec=iec, options=options, sleep=keep.sleep)  # keep the lease in its polls
         return [f"probe {c.name}: {c.detail} (likely cause: {c.cause})"
                 for c in report.checks(floor_gbps=endpoint.kv_transfer.min_gbps) if c.status == "fail"]
 

@@ -17,6 +17,10 @@ new one is created: a fixed SageMaker endpoint name can then be reused). Run aga
 ``promote`` resumes from what the cluster and the lease record say: it ends promoted, or (a failed check) with the
 old generation serving. ``abort``: every generation the client Service does not point at is deleted (after the rest
 of the drain when it served until a switch) and the Ingress and policy are put back on the serving one.
+
+The lease is kept through every step (the waits, the EFA probe and the checks get a ``Keep``), and renewed with a
+conditional write right before each step that moves traffic or deletes a generation: a lease another holder took
+stops the run right there (outcome ``failed``, the message naming the step), with nothing more changed.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any
 from hyperpod_dpd.catalogue.operator import router_host
 from hyperpod_dpd.ops.kube import NOT_FOUND, READY_STATE, Kube, KubeError, wait_for_iec
 from hyperpod_dpd.ops.rollout_lease import (
+    Keep,
     Lease,
     LeaseHeld,
     LeaseRecord,
@@ -46,16 +51,18 @@ from hyperpod_dpd.ops.rollout_repoint import (
     repoint_ingress,
     selector_patch,
     set_policy_selector,
+    unwidenable,
     widened,
 )
 from hyperpod_dpd.ops.rollout_room import Room, room, room_notes, room_problem
 from hyperpod_dpd.ops.rollout_state import Outcome, RolloutResult, RolloutState, read_state
 from hyperpod_dpd.ops.workloads import create_iec, delete_iec
 
-Checks = Callable[[str], Sequence[str]]  # IEC name -> failure lines (empty: the generation passed)
-# The EFA probe before a new generation is created: (IEC name, a sleep that keeps the lease) -> failure lines. Its
-# bandwidth test needs EFA devices no pod holds, which the nodes the new generation will take have only then.
-FabricProbe = Callable[[str, Callable[[float], None]], Sequence[str]]
+# (IEC name, what keeps the lease while it runs: minutes) -> failure lines (empty: passed). Checks: smoke and verify
+# of the ready generation. FabricProbe: the EFA probe before a new generation is created: its bandwidth test needs
+# EFA devices no pod holds, which the nodes the new generation will take have only then.
+Checks = Callable[[str, Keep], Sequence[str]]
+FabricProbe = Callable[[str, Keep], Sequence[str]]
 
 
 class Stopped(Exception):
@@ -122,20 +129,24 @@ class _Run:
         lease.release(keep_record=result.keep_record)
         return replace(result, state=self.state())  # as the cluster is once the lease is released
 
-    def renewing(self, lease: Lease) -> Callable[[float], None]:
-        """A sleep for the waits of others (the IEC's readiness, the probe's pods) that keeps the lease."""
-        def sleep(seconds: float) -> None:
-            self.sleep(seconds)
-            lease.renew_if_due()
+    def keep(self, lease: Lease, during: str) -> Keep:
+        """What a long step (a wait, the probe, the checks) is given to keep ``lease``; ``during`` names the step."""
+        return Keep(lease=lease, during=during, pause=self.sleep)
 
-        return sleep
+    def kept(self, lease: Lease, what: str, work: Callable[[Keep], Sequence[str]]) -> tuple[str, ...]:
+        """``work`` (``what``: a long step) with a Keep; LeaseLost if the lease was lost meanwhile, however ``work``
+        took it."""
+        keep = self.keep(lease, f"while {what} ran")
+        found = tuple(work(keep))
+        keep.raise_if_lost()
+        lease.renew_if_due(during=f"after {what}")
+        return found
 
-    def wait(self, lease: Lease, seconds: float) -> None:
+    def wait(self, lease: Lease, seconds: float, during: str) -> None:
         """Sleep ``seconds`` in polls, renewing the lease."""
-        deadline = self.clock() + seconds
+        keep, deadline = self.keep(lease, during), self.clock() + seconds
         while (left := deadline - self.clock()) > 0:
-            self.sleep(min(left, self.interval_seconds, self.lease_seconds / 3))
-            lease.renew_if_due()
+            keep.sleep(min(left, self.interval_seconds, self.lease_seconds / 3))
 
     def drain_old(self, lease: Lease, switched_at: datetime | None, old: Sequence[str]) -> None:
         """Keep ``old`` (which served until ``switched_at``) for the rest of the drain."""
@@ -145,7 +156,7 @@ class _Run:
         left = (start + timedelta(seconds=self.drain) - self.now()).total_seconds()
         if left > 0:
             self.step(f"draining {', '.join(old)} for {left:.0f} s (open requests finish on the old router)")
-            self.wait(lease, left)
+            self.wait(lease, left, f"while draining {', '.join(old)}")
 
     def delete(self, lease: Lease, names: Sequence[str], why: str = "") -> None:
         for name in names:
@@ -162,13 +173,13 @@ class _Run:
         IEC itself); the name of one that is not, or None."""
         deadline = self.clock() + timeout
         for name in names:
+            keep = self.keep(lease, f"while waiting for {name} to be deleted")
             while (status := self.kube.iec_status(name=name, namespace=self.endpoint.namespace)).state != NOT_FOUND:
                 if not status.known and not status.transient:
                     raise KubeError(status.reason, status.cause or "error")
                 if self.clock() + self.interval_seconds > deadline:
                     return name
-                self.sleep(self.interval_seconds)
-                lease.renew_if_due()
+                keep.sleep(self.interval_seconds)
         return None
 
     def policy(self, lease: Lease, iec: str, *, narrow: bool) -> None:
@@ -177,22 +188,19 @@ class _Run:
         labels = self.endpoint.router_pod_labels_for(iec)
         wanted = {"matchLabels": labels} if narrow else widened(policy_selector(document), labels)
         if wanted is None:  # checked before anything was created; the policy changed since
-            raise Stopped(_unwidenable(self.endpoint, policy_selector(document), iec))
-        if set_policy_selector(self.kube, self.endpoint, document, wanted):
-            self.step(f"router NetworkPolicy {self.endpoint.router_policy_name} selects {describe_selector(wanted)}")
-        lease.renew_if_due()
+            raise Stopped(unwidenable(self.endpoint, policy_selector(document), iec))
+        name, selector = self.endpoint.router_policy_name, describe_selector(wanted)
+        if document is not None and selector_patch(document, wanted) is not None:
+            lease.write(during=f"before the router NetworkPolicy {name} was set to {selector}")  # still ours
+            set_policy_selector(self.kube, self.endpoint, document, wanted)
+            self.step(f"router NetworkPolicy {name} selects {selector}")
 
     def ingress(self, lease: Lease, iec: str) -> None:
-        if repoint_ingress(self.kube, self.endpoint, read_exposure(self.kube, self.endpoint).ingress, iec):
+        document = read_exposure(self.kube, self.endpoint).ingress
+        if document is not None and ingress_patch(document, self.endpoint, iec) is not None:
+            lease.write(during=f"before the Ingress {self.endpoint.ingress_name} was re-pointed to {iec}")
+            repoint_ingress(self.kube, self.endpoint, document, iec)
             self.step(f"Ingress {self.endpoint.ingress_name} -> {iec}")
-        lease.renew_if_due()
-
-
-def _unwidenable(endpoint: Any, selector: dict[str, Any], iec: str) -> str:
-    return (f"the router NetworkPolicy {endpoint.router_policy_name} selects "
-            f"{describe_selector(selector)}, which cannot be widened to the new router's "
-            f"{describe_selector({'matchLabels': endpoint.router_pod_labels_for(iec)})} in one selector (was it "
-            "edited by hand?): deploy the endpoints chart or fix the policy, then promote again")
 
 
 @dataclass(kw_only=True)
@@ -264,7 +272,7 @@ class Promotion(_Run):
         if not in_place:
             policy = read_exposure(self.kube, e).policy  # before anything is created: can it take both routers?
             if policy is not None and widened(policy_selector(policy), e.router_pod_labels_for(desired)) is None:
-                return self.result("refused", _unwidenable(e, policy_selector(policy), desired))
+                return self.result("refused", unwidenable(e, policy_selector(policy), desired))
             if state.serving not in (None, desired) and self.drain is None:
                 return self.result("refused", f"cannot tell how long the open requests of {state.serving} may take "
                                               "(no max_model_len, and the model is not in the catalogue): set "
@@ -299,8 +307,8 @@ class Promotion(_Run):
         with nothing created (the serving generation keeps serving)."""
         if self.fabric is None:
             return None
-        failures = tuple(self.fabric(desired, self.renewing(lease)))  # it waits for its pods: keep the lease
-        lease.renew_if_due()
+        fabric = self.fabric
+        failures = self.kept(lease, f"the EFA probe for {desired}", lambda keep: fabric(desired, keep))
         if failures:
             kept = f"; {serving} keeps serving" if serving else ""
             return self.result("failed", f"the EFA path {desired} would use failed its probe, so it was not "
@@ -319,9 +327,9 @@ class Promotion(_Run):
             if waited is not None:
                 return self.result(waited[0], waited[1], rooms=rooms, keep_record=unfinished)
             self.step(f"{desired} is DeploymentComplete")
-            lease.renew_if_due()
-            failures = tuple(self.checks(desired))  # hook: smoke, verify (and its probe) before it takes traffic
-            lease.renew_if_due()
+            # hook: smoke, verify (and its probe) before it takes traffic; minutes, keeping the lease
+            failures = self.kept(lease, f"the checks of {desired} (smoke, verify)",
+                                 lambda keep: self.checks(desired, keep))
             if failures:
                 if state.serving not in (None, desired):  # a run before this one may have widened the policy
                     self.policy(lease, state.serving, narrow=True)
@@ -331,7 +339,8 @@ class Promotion(_Run):
             self.step(f"{desired} passed smoke and verify")
             self.policy(lease, desired, narrow=in_place)  # both routers admitted before any traffic moves
             lease.write(step=f"switched to {desired}", switched_at=self.now(),
-                        spec={"externalName": router_host(desired, e.namespace)})
+                        spec={"externalName": router_host(desired, e.namespace)},
+                        during=f"before switching the client Service to {desired}")
             self.step(f"client Service {e.namespace}/{e.name} -> {router_host(desired, e.namespace)}")
         else:  # it passed its checks in an earlier run (or served already): the older ones go only while it is ready
             now = self.state().desired_generation
@@ -349,7 +358,8 @@ class Promotion(_Run):
 
     def _wait_ready(self, lease: Lease, name: str) -> tuple[Outcome, str] | None:
         status = wait_for_iec(self.kube, name=name, namespace=self.endpoint.namespace, seconds=self.timeout_seconds,
-                              interval=self.interval_seconds, clock=self.clock, sleep=self.renewing(lease))
+                              interval=self.interval_seconds, clock=self.clock,
+                              sleep=self.keep(lease, f"while waiting for {name} to be ready").sleep)
         if status.ready:
             return None
         if status.failed:

@@ -11,8 +11,10 @@ over and resumes from the record (an in-place promote killed after its delete st
 configured generation). A promote stopped by an error it could report releases the lease and keeps the record, so a
 second run resumes at once. What this cannot do (fail safe, and documented in docs/cli.md): expiry is judged by the
 clock of the process that wants the lease (keep the machines' clocks in sync), and a lease is not a write fence for
-the IEC deletes: a promote renews its lease (a conditional write) right before each step that deletes, and stops
-when that write finds the lease taken.
+the objects it changes: a promote renews its lease (a conditional write) right before each step that moves traffic
+or deletes, and stops when that write finds the lease taken (:class:`LeaseLost`, naming the step). A long step (the
+EFA probe, smoke, verify) keeps the lease with a :class:`Keep`: its polls renew it, and so does each call that may
+block, unless the lease lasts that long already.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import json
 import os
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -135,6 +137,14 @@ class LeaseUnusable(Exception):
     """The lease cannot be taken or kept: unreadable, lost to another holder, or the Service kept changing."""
 
 
+class LeaseLost(LeaseUnusable):
+    """Another holder took the lease (or removed it) while this one was ``during`` a step: the run stops there."""
+
+    def __init__(self, message: str, during: str) -> None:
+        super().__init__(message)
+        self.during = during
+
+
 def _version(document: Mapping[str, Any]) -> str:
     version = str((document.get("metadata") or {}).get("resourceVersion") or "")
     if not version:  # every object the API server returns has one; without it no write could be conditional
@@ -181,9 +191,11 @@ class Lease:
                             "lease; try again")
 
     def write(self, *, step: str | None = None, switched_at: datetime | None = None,
-              spec: Mapping[str, Any] | None = None) -> None:
+              spec: Mapping[str, Any] | None = None, during: str | None = None) -> None:
         """Renew the lease (and record ``step``, ``switched_at``), patching ``spec`` of the Service in the same
-        conditional write. Raises :class:`LeaseUnusable` when the lease is no longer this holder's."""
+        conditional write. Raises :class:`LeaseLost` (naming ``during``, by default "before ``step``") when the lease
+        is no longer this holder's."""
+        during = during or (f"before {step}" if step else f"after {self.record.step}")
         record = replace(self.record, expires=self.now() + timedelta(seconds=self.seconds),
                          step=step or self.record.step, switched_at=switched_at or self.record.switched_at)
         for _ in range(3):
@@ -197,17 +209,23 @@ class Lease:
                 # Someone else wrote the Service: go on only if the lease is still exactly ours (a deploy that
                 # applied the Service, say), with the version it left ("GET the resource again, apply the changes
                 # afresh, and try submitting again": api-conventions.md, Concurrency Control and Consistency).
-                self.version = self._still_ours()
+                self.version = self._still_ours(during)
                 continue
             self.record, self.version = record, _version(written)
             return
         raise LeaseUnusable(f"the client Service {self.namespace}/{self.service} kept changing under the rollout "
                             "lease; run the command again")
 
-    def renew_if_due(self) -> None:
-        """Renew once half the lease has passed (waits call this after every sleep)."""
-        if self.record.expires - self.now() < timedelta(seconds=self.seconds / 2):
-            self.write()
+    def left(self) -> float:
+        """Seconds until the lease expires, by this process's clock."""
+        return (self.record.expires - self.now()).total_seconds()
+
+    def renew_if_due(self, *, during: str, ahead: float = 0.0) -> None:
+        """Renew once half the lease has passed, or (``ahead``: a call that may block that long comes next) when it
+        lasts less than ``ahead`` seconds more (at most the whole lease). Until then nobody else can have taken it;
+        after, the conditional write finds out (:class:`LeaseLost`, naming ``during``)."""
+        if self.left() < max(self.seconds / 2, min(ahead, self.seconds)):
+            self.write(during=during)
 
     def release(self, *, keep_record: bool) -> None:
         """Give the lease up: remove the annotation, or keep the record with no holder (an unfinished rollout)."""
@@ -218,15 +236,48 @@ class Lease:
                     "resourceVersion": self.version, "annotations": {LEASE_ANNOTATION: text}}})
                 return
             except Conflict:
-                self.version = self._still_ours()
+                self.version = self._still_ours("while releasing it")
         raise LeaseUnusable(f"the client Service {self.namespace}/{self.service} kept changing while the rollout "
                             "lease was released; it expires on its own")
 
-    def _still_ours(self) -> str:
+    def _still_ours(self, during: str) -> str:
         document = get_service(self.kube, namespace=self.namespace, name=self.service)
         current, problem = read_lease(document)
         if current is None or current.holder != self.holder or current.to_text() != self.record.to_text():
-            taken = f": {current.holder} holds it until {_iso(current.expires)}" if current and current.holder else ""
-            raise LeaseUnusable(f"lost the rollout lease of {self.namespace}/{self.service}{taken}{problem or ''}; "
-                                "this run stops before its next step")
+            taken = f" ({current.holder} holds it until {_iso(current.expires)})" if current and current.holder else ""
+            why = f" ({problem})" if problem else ""
+            raise LeaseLost(f"lost the rollout lease of {self.namespace}/{self.service}{taken}{why} {during}: this "
+                            "run stopped there and changes nothing more; 'hpdpd rollout status' says where the "
+                            "rollout stands", during)
         return _version(document)
+
+
+@dataclass(frozen=True)
+class Keep:
+    """How a long step of a rollout (the EFA probe, smoke, verify) keeps ``lease`` while it runs: ``sleep`` in its
+    polls renews the lease after each; ``ahead(seconds)`` before a call that may block up to ``seconds`` renews it
+    unless it lasts that long already. Either raises :class:`LeaseLost` naming ``during`` once the lease is
+    another's, and remembers it (:meth:`raise_if_lost`), so a step that catches its calls' errors cannot hide it."""
+
+    lease: Lease
+    during: str
+    pause: Callable[[float], None]
+    lost: list[LeaseLost] = field(default_factory=list)
+
+    def sleep(self, seconds: float) -> None:
+        self.pause(seconds)
+        self.ahead()
+
+    def ahead(self, seconds: float = 0.0) -> None:
+        if self.lost:
+            raise self.lost[0]
+        try:
+            self.lease.renew_if_due(during=self.during, ahead=seconds)
+        except LeaseLost as exc:
+            self.lost.append(exc)
+            raise
+
+    def raise_if_lost(self) -> None:
+        """After the step: stop if the lease was lost during it (whatever the step did with the error)."""
+        if self.lost:
+            raise self.lost[0]

@@ -181,3 +181,11 @@ def describe_selector(selector: Selector) -> str:
     parts += [f"{r.get('key')} {r.get('operator')} ({','.join(r.get('values') or [])})"
               for r in selector.get("matchExpressions") or []]
     return ", ".join(parts) or "every pod"
+
+
+def unwidenable(endpoint: Any, selector: Selector, iec: str) -> str:
+    """Why a promote cannot widen the router policy's ``selector`` to ``iec``'s router (``widened`` found none)."""
+    return (f"the router NetworkPolicy {endpoint.router_policy_name} selects "
+            f"{describe_selector(selector)}, which cannot be widened to the new router's "
+            f"{describe_selector({'matchLabels': endpoint.router_pod_labels_for(iec)})} in one selector (was it "
+            "edited by hand?): deploy the endpoints chart or fix the policy, then promote again")

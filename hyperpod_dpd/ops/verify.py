@@ -14,7 +14,8 @@ buffer) is reported as the decoder KV load time, never as fabric throughput.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +94,7 @@ class Target:
     window_seconds: int = 300
     prometheus: Prometheus | None = None
     probe: ProbeOptions | None = None  # None: no probe (no exec, no probe pods)
+    sleep: Callable[[float], None] = time.sleep  # the probe's polls (rollout promote's keeps its lease)
 
 
 def verify_endpoint(kube: Kube, target: Target) -> VerifyReport:
@@ -117,7 +119,7 @@ def verify_endpoint(kube: Kube, target: Target) -> VerifyReport:
     running = [parse_pod(d) for d in running_docs]
     rows += [zone_check(running, cluster), node_check(running)]
     rows += _efa_rows(kube, e, running_docs, running, cluster)
-    probe = run_probe(kube, e, iec=iec, options=target.probe) if target.probe is not None else None
+    probe = run_probe(kube, e, iec=iec, options=target.probe, sleep=target.sleep) if target.probe is not None else None
     rows.append(backend_check([_evidence(kube, d, p, probe) for d, p in zip(running_docs, running, strict=True)]))
     connector = kv_connector(running_docs) if running_docs else None
     measured, sources = _transfer(kube, target, running_docs, running, connector)

@@ -127,6 +127,10 @@ def test_promote_moves_the_policy_the_service_and_the_ingress_drains_then_delete
     delete = index(fake, "DELETE", f"{IEC_PATH}/{OLD}", after=ingress)
     index(fake, "PATCH", policy, lambda b: b["spec"]["podSelector"]["matchExpressions"] is None, after=delete)
     assert f"draining {OLD} for 1 s (open requests finish on the old router)" in data["steps"]
+    # AND while the checks ran the lease was renewed before every prompt (each may wait longer than its 60 s)
+    renewals = [i for i, (m, p, b) in enumerate(fake.requests) if ready < i < widen and m == "PATCH"
+                and p == SERVICE_PATH and "spec" not in b and LEASE_ANNOTATION in b["metadata"]["annotations"]]
+    assert len(renewals) >= len(Router.bodies) + 1  # and once more right before the policy moved
     # AND everything ends on the new generation, the lease released
     assert set(fake.iecs) == {(NS, NEW)} and data["serving_sagemaker_endpoint_name"] == posted["spec"]["endpointName"]
     assert fake.services[(NS, ENDPOINT.name)]["spec"]["externalName"] == rc.host(NEW, NS)

@@ -14,8 +14,8 @@ from hyperpod_dpd.ops.rollout_lease import (
     LEASE_ANNOTATION,
     Lease,
     LeaseHeld,
+    LeaseLost,
     LeaseRecord,
-    LeaseUnusable,
     read_lease,
 )
 from hyperpod_dpd.ops.workloads import Conflict, get_service, patch_service
@@ -69,10 +69,10 @@ def test_a_lease_is_taken_renewed_and_released(cluster: tuple[kube_api.FakeKube,
     assert (held.holder, held.expires - time.now()) == ("first", timedelta(seconds=300))
     # AND it is renewed only once half of it has passed
     time.sleep(100)
-    lease.renew_if_due()
+    lease.renew_if_due(during="while waiting")
     assert LeaseRecord.from_text(rc.lease_text(fake, ENDPOINT) or "").expires == held.expires
     time.sleep(60)
-    lease.renew_if_due()
+    lease.renew_if_due(during="while waiting")
     assert LeaseRecord.from_text(rc.lease_text(fake, ENDPOINT) or "").expires == time.now() + timedelta(seconds=300)
     # AND released with its record kept, nobody holds it; released without, the annotation is gone
     lease.release(keep_record=True)
@@ -127,5 +127,7 @@ def test_a_foreign_write_to_the_service_does_not_cost_the_lease_but_a_takeover_d
     # BUT once its lease expired and another promote took it over, its next write stops it, naming the new holder
     time.sleep(301)
     take(kube, time, "second")
-    with pytest.raises(LeaseUnusable, match="lost the rollout lease .*: second holds it until"):
+    with pytest.raises(LeaseLost, match=r"lost the rollout lease .* \(second holds it until .*\) before deleting "
+                                        "llama-01d000: this run stopped there") as lost:
         lease.write(step="deleting llama-01d000")
+    assert lost.value.during == "before deleting llama-01d000"

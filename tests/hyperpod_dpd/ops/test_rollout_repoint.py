@@ -122,7 +122,7 @@ def test_absent_objects_are_skipped(cluster: tuple[kube_api.FakeKube, Kube], obj
     fake.objects.clear()
     # WHEN it is promoted
     result = Promotion(kube=kube, endpoint=ENDPOINT, manifest=lambda: copy.deepcopy(objects["iec"]),
-                       checks=lambda iec: [], drain_seconds=0).run()
+                       checks=lambda iec, keep: [], drain_seconds=0).run()
     # THEN the generation moves, and nothing was created in their place
     assert result.outcome == "promoted", result.message
     assert fake.objects.get(rc.INGRESSES, {}) == {} and fake.objects.get(rc.POLICIES, {}) == {}
@@ -137,7 +137,7 @@ def test_an_unreadable_ingress_stops_the_promote_before_anything_changes(
     fake.fail(rc.INGRESSES, 403, "ingresses.networking.k8s.io is forbidden", methods=("GET",))
     with pytest.raises(KubeError, match="needs get on ingresses.networking.k8s.io in namespace hyperpod-inference"):
         Promotion(kube=kube, endpoint=ENDPOINT, manifest=lambda: copy.deepcopy(objects["iec"]),
-                  checks=lambda iec: []).run()
+                  checks=lambda iec, keep: []).run()
     assert fake.calls("POST") == [] and fake.calls("DELETE") == [] and set(fake.iecs) == {(NS, OLD)}
 
 
@@ -147,6 +147,6 @@ def test_a_hand_edited_policy_that_cannot_take_both_routers_is_refused_before_an
     policy = fake.get(rc.POLICIES, ENDPOINT.router_policy_name) or {}
     policy["spec"]["podSelector"] = {"matchLabels": {"app": f"{OLD}-{NS}-router", "pinned": "yes"}}
     result = Promotion(kube=kube, endpoint=ENDPOINT, manifest=lambda: copy.deepcopy(objects["iec"]),
-                       checks=lambda iec: []).run()
+                       checks=lambda iec, keep: []).run()
     assert result.outcome == "refused" and "cannot be widened to the new router's" in result.message
     assert "pinned=yes" in result.message and fake.calls("POST") == [] and rc.lease_text(fake, ENDPOINT) is None

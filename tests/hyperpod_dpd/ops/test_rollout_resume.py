@@ -13,6 +13,7 @@ import pytest
 
 from hyperpod_dpd.ops.kube import Kube
 from hyperpod_dpd.ops.rollout import Abort, Promotion, RolloutResult
+from hyperpod_dpd.ops.rollout_lease import Keep
 from tests.fakes import kube_api
 from tests.hyperpod_dpd.ops import rollout_cluster as rc
 
@@ -50,7 +51,7 @@ def cluster(objects: dict[str, dict[str, Any]], tmp_path: Path) -> Iterator[tupl
 
 def promotion(kube: Kube, objects: dict[str, dict[str, Any]], time: rc.FakeTime, *, holder: str,
               in_place: bool = False, on_step: Callable[[str], None] | None = None,
-              checks: Callable[[str], list[str]] = lambda iec: []) -> Promotion:
+              checks: Callable[[str, Keep], list[str]] = lambda iec, keep: []) -> Promotion:
     extra = {"on_step": on_step} if on_step else {}
     return Promotion(kube=kube, endpoint=ENDPOINT, manifest=lambda: copy.deepcopy(objects["iec"]), checks=checks,
                      groups=ENV.hyperpod.instance_groups, in_place=in_place, holder=holder,
@@ -157,7 +158,7 @@ def test_a_resumed_promote_whose_generation_now_fails_leaves_the_old_one_serving
     assert rc.policy_selector(fake, ENDPOINT)["matchExpressions"][0]["values"] == [OLD_ROUTER, NEW_ROUTER]
     # WHEN it is run again after the lease expired, and the new generation fails its checks this time
     time.sleep(LEASE_SECONDS + 1)
-    failed = promotion(kube, objects, time, holder="second", checks=lambda iec: ["smoke long: HTTP 500"]).run()
+    failed = promotion(kube, objects, time, holder="second", checks=lambda iec, keep: ["smoke long: HTTP 500"]).run()
     # THEN the old generation keeps serving, with the Ingress and the policy on it alone, and no record is left
     assert failed.outcome == "failed" and f"{OLD} keeps serving" in failed.message
     assert fake.services[(NS, ENDPOINT.name)]["spec"]["externalName"] == rc.host(OLD, NS)

@@ -78,8 +78,8 @@ def test_a_promote_on_nodes_karpenter_may_add_says_the_pods_wait_for_them(
 
     bring_up, fake.on_iec_created = fake.on_iec_created, karpenter
     # WHEN the configured generation is promoted
-    result = Promotion(kube=kube, endpoint=ENDPOINT, manifest=lambda: copy.deepcopy(manifest), checks=lambda iec: [],
-                       groups=ENV.hyperpod.instance_groups, drain_seconds=0).run()
+    result = Promotion(kube=kube, endpoint=ENDPOINT, manifest=lambda: copy.deepcopy(manifest),
+                       checks=lambda iec, keep: [], groups=ENV.hyperpod.instance_groups, drain_seconds=0).run()
     # THEN it went ahead, saying that the new pods stay Pending until Karpenter adds the nodes
     assert result.outcome == "promoted", result.message
     assert "room: prefill has room for 0 of 1 pod(s) on its nodes; Karpenter may add 1 node(s) of prefill: the " \
