@@ -12,10 +12,11 @@ from constructs import Construct
 from hyperpod_dpd.catalogue.namespaces import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE  # re-exported: defined here before
 from hyperpod_dpd.catalogue.namespaces import reserved_namespace
 from hyperpod_dpd.catalogue.operator import DEFAULT_OPERATOR
+from hyperpod_dpd.config.base import join
 from hyperpod_dpd.config.capacity import shared_capacity_issues
 from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.config.environment import EnvironmentConfig
-from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.errors import ConfigError, Issue
 from hyperpod_dpd.k8s import defaults
 from hyperpod_dpd.k8s.endpoint import DisaggregatedEndpoint
 from hyperpod_dpd.k8s.router import EndpointRouter, load_balancer_cidrs
@@ -113,7 +114,8 @@ def add_environment_charts(app: cdk8s.App, config: EnvironmentConfig, *,
     tolerations), render for the environment's operator release and are validated against the Kubernetes version of
     its EKS cluster. Python-declared endpoints get the same cross-checks as the config file's (instance groups, AZ,
     names, operator release). ``declare_namespaces=False``: the charts leave their namespaces to
-    :func:`add_namespace_charts`.
+    :func:`add_namespace_charts`. A problem of a file's endpoint that only its chart finds (an override of a field the
+    chart renders) names the file and ``endpoints[<i>]``.
     """
     endpoints = (*config.endpoints, *extra_endpoints)
     if extra_endpoints:
@@ -124,10 +126,19 @@ def add_environment_charts(app: cdk8s.App, config: EnvironmentConfig, *,
         if problems:
             raise ConfigError(f"environment {config.name}", problems)
     balancers = load_balancer_cidrs(config.network)  # the operator's load balancer sends from the VPC's addresses
-    return [EndpointChart(app, e.name, endpoint=e.for_environment(config), kubernetes_version=config.eks.version,
-                          operator_version=config.operator.version, load_balancer_cidrs=balancers,
-                          declare_namespace=declare_namespaces)
-            for e in endpoints]
+    charts = []
+    for index, e in enumerate(endpoints):
+        try:
+            charts.append(EndpointChart(app, e.name, endpoint=e.for_environment(config),
+                                        kubernetes_version=config.eks.version, operator_version=config.operator.version,
+                                        load_balancer_cidrs=balancers, declare_namespace=declare_namespaces))
+        except ConfigError as error:
+            if index >= len(config.endpoints) or error.source != f"endpoint {e.name}":
+                raise
+            # what only the rendering can tell (an override of a field the chart renders): the file's endpoint
+            raise ConfigError(config.source, [Issue(join(f"endpoints[{index}]", i.path), i.value, i.message)
+                                              for i in error.issues]) from None
+    return charts
 
 
 def add_namespace_charts(app: cdk8s.App, config: EnvironmentConfig, *,

@@ -19,7 +19,7 @@ from hyperpod_dpd.errors import ConfigError, Issue
 from hyperpod_dpd.k8s import defaults
 from hyperpod_dpd.k8s.extensions import apply_extensions
 from hyperpod_dpd.k8s.imports.com.amazon.aws.sagemaker import inference as iec
-from hyperpod_dpd.k8s.overrides import apply_overrides, override_issues, rendered_at, typed_field
+from hyperpod_dpd.k8s.overrides import apply_overrides, override_issues, rendered_at, typed_field, typed_message
 
 ArgsTarget = Literal["worker", "prefill", "decode"]
 
@@ -138,30 +138,29 @@ class DisaggregatedEndpoint(Construct):
         CRD schema does not declare, a value it refuses, or a field the toolkit renders from a typed field (set that
         field instead) raises :class:`ConfigError` here, as does an L2 backend
         the operator release does not honour (hyperpod_dpd.catalogue.kv_tiers). A later override of the same path wins.
+        ``_field`` (``overrides['/spec/...']``) roots the issues of a configuration's override at its field.
         """
-        problems = list(override_issues(path, value))
+        where = _field or path
         typed = typed_field(path)
+        problems = list(override_issues(path, value, _field)) if typed is None else []
         if not problems and (typed is not None or rendered_at(self.resource.rendered_manifest(), path)):
-            problems = [Issue(path, value, "is rendered from the endpoint's typed configuration"
-                                           f"{f' ({typed})' if typed else ''}; set it there, where its checks and "
-                                           "operator release run (an override would bypass them and could patch in "
-                                           "place a field that names the IEC's generation)")]
+            problems = [Issue(where, value, typed_message(typed))]
         if not problems:
             candidate = {**self._overrides, path: value}
             try:
                 spec = apply_overrides(self.resource.spec_manifest(), {path: value})["spec"]
             except ValueError as error:
-                problems = [Issue(path, value, str(error))]
+                problems = [Issue(where, value, str(error))]
             else:
                 backend = ((spec.get("kvCacheSpec") or {}).get("l2CacheSpec") or {}).get("l2CacheBackend")
                 why = backend_refusal(backend, self.operator_version) if isinstance(backend, str) else None
                 if why:
-                    problems = [Issue(path, value, f"sets l2CacheBackend '{backend}', which {why}")]
+                    problems = [Issue(where, value, f"sets l2CacheBackend '{backend}', which {why}")]
                 else:
                     self._overrides = candidate
         if problems:
-            where = _field or "add_override"
-            raise ConfigError(f"endpoint {self.endpoint.name}: {where}", problems)
+            source = f"endpoint {self.endpoint.name}"
+            raise ConfigError(source if _field else f"{source}: add_override", problems)
 
     # -- rendering ---------------------------------------------------------------------------------------------------
 

@@ -6,10 +6,11 @@ without loading cdk8s. This module is its Kubernetes side:
 
 * :func:`extension_patches` / :func:`apply_extensions` render the fields into a manifest with ``cdk8s.JsonPatch.add``
   (the generated classes have no such fields, and ``cdk8s.ApiObject(..., spec=...)`` is not available from Python);
-* :func:`extend_schemas` adds exactly these fields, with their shapes, to the IEC schema the manifest validation uses,
-  so anything else the vendored CRD does not declare is still rejected. Rows marked ``declared`` (fields the vendored
-  CRD has, which an endpoint section renders by patch: ``spec.modelCacheConfig``) are checked to be declared and
-  validated by the CRD's own schema.
+* :func:`extend_schemas` (in :mod:`hyperpod_dpd.config.iec_schema`, which the configuration reads without cdk8s)
+  adds exactly these fields, with their shapes, to the IEC schema the manifest validation uses, so anything else the
+  vendored CRD does not declare is still rejected. Rows marked ``declared`` (fields the vendored CRD has, which an
+  endpoint section renders by patch: ``spec.modelCacheConfig``) are checked to be declared and validated by the CRD's
+  own schema.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from typing import Any
 import cdk8s
 
 from hyperpod_dpd.catalogue.operator import IEC_EXTENSION_FIELDS, CrdField
-from hyperpod_dpd.catalogue.operator_api import IEC_API_VERSION, IEC_KIND
-
-IEC_V1 = (IEC_API_VERSION, IEC_KIND)
+from hyperpod_dpd.config.iec_schema import IEC_V1 as IEC_V1  # re-exported: defined here before
+from hyperpod_dpd.config.iec_schema import extend_schema as extend_schema
+from hyperpod_dpd.config.iec_schema import extend_schemas as extend_schemas
 
 
 def extension_field(path: str) -> CrdField:
@@ -63,37 +64,3 @@ def apply_extensions(manifest: dict[str, Any], values: Mapping[str, Any]) -> dic
     """``manifest`` with the extension fields ``values`` added (unchanged when there are none)."""
     patches = extension_patches(manifest, values)
     return dict(cdk8s.JsonPatch.apply(manifest, *patches)) if patches else manifest
-
-
-def extend_schema(schema: Mapping[str, Any], fields: Mapping[str, CrdField] = IEC_EXTENSION_FIELDS) -> dict[str, Any]:
-    """A copy of an IEC ``openAPIV3Schema`` that declares ``fields`` too.
-
-    Raises ``ValueError`` when a field's parent is not an object of the schema, or when the schema declares the field
-    already: then the vendored CRD is newer than the table assumes, and the row should go.
-    """
-    extended = copy.deepcopy(dict(schema))
-    for field in fields.values():
-        *parents, name = field.path.split(".")
-        node = extended
-        for part in parents:
-            node = node.get("properties", {}).get(part)
-            if not isinstance(node, dict) or node.get("type") != "object":
-                raise ValueError(f"{field.path}: the CRD schema has no object at {part!r} to extend")
-        properties = node.setdefault("properties", {})
-        if field.declared:
-            if name not in properties:
-                raise ValueError(f"{field.path}: marked declared, but the vendored CRD does not declare it")
-            continue
-        if name in properties:
-            raise ValueError(f"{field.path}: the vendored CRD declares it already (operator {field.introduced} "
-                             "field); remove it from IEC_EXTENSION_FIELDS")
-        properties[name] = copy.deepcopy(dict(field.schema))
-    return extended
-
-
-def extend_schemas(schemas: Mapping[tuple[str, str], Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
-    """The vendored CRD schemas with the IEC ``v1`` schema extended by the table (the version hyperpod-dpd renders)."""
-    extended = dict(schemas)
-    if IEC_V1 in extended:
-        extended[IEC_V1] = extend_schema(extended[IEC_V1])
-    return extended

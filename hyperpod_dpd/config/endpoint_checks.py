@@ -32,6 +32,7 @@ from hyperpod_dpd.config.endpoint_fields import GENERATION_LENGTH as GENERATION_
 from hyperpod_dpd.config.endpoint_gateway_checks import gateway_environment_issues, gateway_issues
 from hyperpod_dpd.config.endpoint_image import image_issues, image_warnings
 from hyperpod_dpd.config.endpoint_kv_checks import kv_issues
+from hyperpod_dpd.config.endpoint_overrides import overrides_issues
 from hyperpod_dpd.config.endpoint_pods import (
     BLOCKING_EFFECTS,
     TOLERATIONS_RELEASE,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 def endpoint_issues(endpoint: EndpointFields, root: Any, path: str) -> Iterator[Issue]:
     """Errors; ``root`` is the environment (or ``None`` for an endpoint built in Python without one)."""
     yield from _local_issues(endpoint, path)
+    yield from overrides_issues(endpoint, root, path)  # overrides: the CRD schema, before anything renders
     if root is not None:
         yield from _environment_issues(endpoint, root, path)
 

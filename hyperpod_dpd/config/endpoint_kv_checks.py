@@ -22,6 +22,11 @@ CAVEATS = ("the managed tiered-storage L2 is shared by every deployment of the H
            f"between them, and its KV data is not encrypted at rest ({CACHING_PAGE_URL})")
 
 
+def kv_owned(pointer: str) -> bool:
+    """Whether an override's JSON pointer writes ``spec.kvCacheSpec``, which ``kv_cache`` renders."""
+    return pointer == KV_CACHE_POINTER or pointer.startswith(f"{KV_CACHE_POINTER}/")
+
+
 def kv_cache_of(e: EndpointFields) -> KvCacheConfig:
     """The endpoint's tiers: ``kv_cache``, else ``l1_cache`` alone (no L2)."""
     return e.kv_cache if e.kv_cache is not None else KvCacheConfig(l1=e.l1_cache)
@@ -39,7 +44,7 @@ def kv_issues(e: EndpointFields, operator: str, root: Any, path: str) -> Iterato
                                             f"operator {L1_OFF_RELEASE} on (L1 stays on); raise operator.version")
     if root is not None:  # an environment's endpoint: kvCacheSpec is kv_cache's, where the checks below run
         for pointer in e.overrides:
-            if pointer == KV_CACHE_POINTER or pointer.startswith(f"{KV_CACHE_POINTER}/"):
+            if kv_owned(pointer):
                 yield Issue(join(path, f"overrides[{pointer!r}]"), e.overrides[pointer],
                             "spec.kvCacheSpec is rendered from kv_cache (l1, l2.backend, l2.url); set it there, where "
                             "the cluster's tiered storage and a production environment's acceptance of the managed "

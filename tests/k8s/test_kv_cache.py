@@ -5,14 +5,17 @@ against the CRD's openAPIV3Schema and kubernetes-validate (k8s/validation.py).""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import cdk8s
 import pytest
 
 from hyperpod_dpd.catalogue.kv_tiers import REDIS_ISSUE_URL
+from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.config.endpoints import EndpointConfig
 from hyperpod_dpd.errors import ConfigError
+from hyperpod_dpd.k8s.charts import add_environment_charts
 from hyperpod_dpd.k8s.endpoint import DisaggregatedEndpoint
 from hyperpod_dpd.k8s.validation import manifest_issues
 
@@ -90,14 +93,15 @@ def test_overrides_of_the_configuration_are_applied(synth: Callable[..., list[Ma
      "spec.kvCacheSpec in the InferenceEndpointConfig CRD schema; allowed there: cacheConfigFile, enableL1Cache, "
      "enableL2Cache, l2CacheSpec"),
     ("/spec/kvCacheSpec/enableL2Cache", "yes",
-     "endpoint llama: add_override: /spec/kvCacheSpec/enableL2Cache: 'yes': the CRD schema refuses it: 'yes' is not "
-     "of type 'boolean'"),
+     "endpoint llama: add_override: /spec/kvCacheSpec/enableL2Cache: 'yes': must be of type boolean (the "
+     "InferenceEndpointConfig CRD schema)"),
     ("/spec/loadBalancer/idleTimeoutSeconds", 5000,
-     "endpoint llama: add_override: /spec/loadBalancer/idleTimeoutSeconds: 5000: the CRD schema refuses it: 5000 is "
-     "greater than the maximum of 4000"),
+     "endpoint llama: add_override: /spec/loadBalancer/idleTimeoutSeconds: 5000: must be at most 4000 (the "
+     "InferenceEndpointConfig CRD schema)"),
     ("/spec/kvCacheSpec/l2CacheSpec", {"l2CacheBackend": "tieredstorage", "size": 3},
-     "endpoint llama: add_override: /spec/kvCacheSpec/l2CacheSpec/size: 'size': is not a field of the CRD schema; "
-     "allowed here: l2CacheBackend, l2CacheLocalUrl"),
+     "endpoint llama: add_override: /spec/kvCacheSpec/l2CacheSpec/size: 'size': is not a field of "
+     "spec.kvCacheSpec.l2CacheSpec in the InferenceEndpointConfig CRD schema; allowed there: l2CacheBackend, "
+     "l2CacheLocalUrl"),
     ("/metadata/name", "x", "must be a JSON pointer into the IEC's spec"),
 ])
 def test_add_override_refuses_an_unknown_path_or_a_wrong_value(make_endpoint: Callable[..., EndpointConfig],
@@ -135,10 +139,32 @@ def test_add_override_refuses_a_field_the_toolkit_renders_from_a_typed_one(
     assert manifest["spec"]["pdSpec"]["prefillSpec"]["replicas"] == endpoint.endpoint.prefill.replicas
 
 
-def test_an_unknown_override_of_the_configuration_names_its_field(make_endpoint: Callable[..., EndpointConfig]) -> None:
-    endpoint = make_endpoint(overrides={"/spec/notAField": 1})
-    with pytest.raises(ConfigError, match=r"endpoint llama: overrides\['/spec/notAField'\]: /spec/notAField"):
-        DisaggregatedEndpoint(cdk8s.Testing.chart(), "E", endpoint=endpoint)
+def test_an_unknown_override_of_a_python_endpoint_is_refused_before_it_renders(
+        make_endpoint: Callable[..., EndpointConfig]) -> None:
+    # GIVEN an endpoint built in Python whose overrides name a field the CRD schema does not declare
+    # WHEN it is parsed (parse_endpoint, as make_endpoint does) THEN it is refused in one line naming its field,
+    # before any construct exists
+    with pytest.raises(ConfigError) as raised:
+        make_endpoint(overrides={"/spec/notAField": 1})
+    assert len(str(raised.value).splitlines()) == 1
+    assert str(raised.value).startswith("test endpoint: overrides['/spec/notAField']: 'notAField': is not a field of "
+                                        "spec in the InferenceEndpointConfig CRD schema; allowed there: ")
+
+
+def test_an_override_of_a_field_the_chart_renders_names_the_environment_file(
+        write_config: Callable[..., Path]) -> None:
+    # GIVEN an environment file whose endpoint overrides a field the IEC renders from the typed configuration
+    def mutate(data: dict[str, Any]) -> None:
+        data["endpoints"][0]["overrides"] = {"/spec/modelName": "other"}
+    config = load_environment("dev", write_config(mutate))  # only rendering tells: the schema allows the value
+    # WHEN its charts are built THEN the refusal is one line naming the file and the field path inside it
+    with pytest.raises(ConfigError) as raised:
+        add_environment_charts(cdk8s.App(), config)
+    message = str(raised.value)
+    assert len(message.splitlines()) == 1
+    assert message.startswith(f"{config.source}: endpoints[0].overrides['/spec/modelName']: 'other': is rendered "
+                              "from the endpoint's typed configuration")
+    assert config.source.endswith("dev.yaml")
 
 
 def test_a_json_patch_that_cannot_apply_points_to_add_override(make_endpoint: Callable[..., EndpointConfig]) -> None:
