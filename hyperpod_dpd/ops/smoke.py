@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from hyperpod_dpd.aws import describe_client_error, is_client_error, is_credentials_error
-from hyperpod_dpd.ops.canary import CanaryLogs, LogSource, canary_checks
+from hyperpod_dpd.ops.canary import CanaryLogs, LogSource, SentPrompts, canary_checks
 from hyperpod_dpd.ops.checks import Check
 from hyperpod_dpd.ops.deadline import Deadline, OutOfTime
 from hyperpod_dpd.ops.kube import KubeError
@@ -306,7 +306,9 @@ def run_smoke(*, send: Sender, endpoint: str, transport: str, target: str, thres
               max_tokens: int = 64, clock: Callable[[], float] = time.perf_counter,
               canary: LogSource | None = None, deadline: Deadline | None = None) -> SmokeReport:
     """The prompts; with ``canary`` (a reader of the router's and decoder's logs) the long prompt is sent a second
-    time and the silent-failure checks run over the logs written meanwhile (:mod:`hyperpod_dpd.ops.canary`)."""
+    time and the silent-failure checks run over the logs written meanwhile (:mod:`hyperpod_dpd.ops.canary`), told
+    how many prompts were sent and the long prompt's ``prompt_tokens`` (vLLM's exact count, from the usage event
+    the request asks for) so that they can tell the smoke's lines from other traffic's."""
     cases, skipped = build_prompts(threshold)
     started = time.monotonic()
     results = tuple(measure(c, send, model=model, chat=chat, max_tokens=max_tokens, clock=clock, deadline=deadline)
@@ -318,7 +320,9 @@ def run_smoke(*, send: Sender, endpoint: str, transport: str, target: str, thres
                         deadline=deadline)
         first = next(m for m in results if m.case == "long")
         logs: CanaryLogs = canary(time.monotonic() - started)
-        checks = canary_checks(logs, first=first.text, second=again.text, long_prompts=2,
-                               short_prompts=sum(1 for c in cases if c.case == "short"), second_error=again.error)
+        prompts = SentPrompts(long=2, short=sum(1 for c in cases if c.case == "short"),
+                              long_tokens=first.prompt_tokens if first.prompt_tokens is not None else
+                              again.prompt_tokens)
+        checks = canary_checks(logs, first=first.text, second=again.text, prompts=prompts, second_error=again.error)
     return SmokeReport(endpoint=endpoint, transport=transport, target=target, threshold=threshold, results=results,
                        skipped=tuple(skipped), canary=checks)

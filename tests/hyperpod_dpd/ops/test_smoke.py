@@ -255,3 +255,25 @@ def test_the_canarys_second_long_prompt_failing_fails_the_smoke() -> None:
     determinism = next(c for c in report.canary if c.name == "canary:determinism")
     assert len(sent) == 3 and all(m.ok for m in report.results)
     assert determinism.status == "fail" and "KV transfer failed" in determinism.detail and not report.ok
+
+
+def test_the_canary_tells_the_smokes_lines_from_other_traffic_by_the_long_prompts_token_count() -> None:
+    from hyperpod_dpd.ops.canary import CanaryLogs
+
+    # GIVEN an endpoint that serves other clients (five router decisions for the smoke's three prompts), whose
+    # decoder loaded the KV of another prompt and of one of 5123 tokens
+    def send(body: bytes) -> Iterator[bytes]:
+        long = len(json.loads(body)["messages"][0]["content"]) > 1000
+        yield from sse(4, prompt_tokens=tokens if long else 40)
+
+    line = ("[LMCache INFO] [req_id=cmpl-{r}] Retrieved {n} out of {n} required tokens (from {n} total tokens). "
+            "size: 0.2 gb, cost 1.0 ms\n")
+    logs = CanaryLogs(router="Conditional routing: estimated_tokens=5000, threshold=4096, disaggregate=True\n" * 5,
+                      decoder=line.format(r="a", n=9000) + line.format(r="b", n=5123))
+    for tokens, status in ((5123, "pass"), (5124, "warn")):
+        # WHEN smoke runs with the canary and vLLM reports the long prompt's prompt_tokens in its usage event
+        report = run_smoke(send=send, endpoint="llama", transport="http", target="http://router", threshold=4096,
+                           model="m", chat=True, canary=lambda seconds: logs)
+        # THEN the decoder's line of that many tokens is the smoke's (pass); of none, nothing can be attributed
+        rows = {c.name: c.status for c in report.canary}
+        assert rows["canary:decoder-kv"] == rows["canary:routing"] == status, tokens
