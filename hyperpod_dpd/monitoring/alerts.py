@@ -32,6 +32,7 @@ from hyperpod_dpd.monitoring.metrics import (
 from hyperpod_dpd.monitoring.signals import (
     INVOCATIONS,
     POSTS,
+    Role,
     endpoint_matchers,
     endpoint_resources,
     error_ratio,
@@ -98,7 +99,12 @@ def _value(fmt: str) -> str:
 
 def endpoint_rules(target: EndpointTarget, alerts: AlertsConfig) -> list[AlertRule]:
     """The DPD signals of one endpoint (every generation of its IEC) against its objective and the environment's
-    thresholds, and the alerts that say when a signal the others read is missing."""
+    thresholds, and the alerts that say when a signal the others read is missing (:func:`companion_rules`)."""
+    return signal_rules(target, alerts) + companion_rules(target)
+
+
+def signal_rules(target: EndpointTarget, alerts: AlertsConfig) -> list[AlertRule]:
+    """The DPD signals of one endpoint against its objective and the environment's thresholds."""
     m, slo = target.matchers, target.slo
     ttfb, tpot, waiting = METRICS["ttfb"], METRICS["tpot"], METRICS["waiting"]
     store, finished = METRICS["kv_store"], METRICS["finished"]
@@ -144,6 +150,24 @@ def endpoint_rules(target: EndpointTarget, alerts: AlertsConfig) -> list[AlertRu
                   "(model_errors_total of both roles against the requests that reached the decoder or failed on a "
                   "prefiller). The dashboard's request error panel shows which role fails; read that role's pod logs "
                   "and the status codes of model_errors_total.", (errors, calls)),
+    ]
+
+
+def companion_rules(target: EndpointTarget) -> list[AlertRule]:
+    """One "metrics missing" alert per series an alert of the rule file reads that may not exist (an alert on a
+    missing series never fires): requests flow on the pods, the series is not there. The evidence that requests flow
+    is ``vllm:request_success_total``, itself watched from the pods' successful POSTs (DpdFallbackRatioMetricsMissing).
+    The node alerts' DCGM series are watched from the endpoint's traffic: its pods serving means its GPUs exist.
+    tests/hyperpod_dpd/monitoring/test_alert_guards.py checks that every series read is watched."""
+    m, who = target.matchers, f"{target.namespace}/{target.name}"
+    ttfb, tpot, waiting = METRICS["ttfb"], METRICS["tpot"], METRICS["waiting"]
+    store, finished, calls = METRICS["kv_store"], METRICS["finished"], METRICS["invocations"]
+    xid, vol, agg = METRICS["xid"], METRICS["ecc_dbe_volatile"], METRICS["ecc_dbe_aggregate"]
+
+    def routing(hop: Role) -> str:  # vllm:request_success_total is watched here, so successful POSTs show the requests
+        return unobserved(hop, finished, *m, requests=ttfb, request_evidence=INVOCATIONS, window=BLIND_WINDOW)
+
+    return [
         AlertRule("DpdTtftMetricsMissing",
                   f"{unobserved('prefill', ttfb, *m, evidence=INVOCATIONS[1:], window=BLIND_WINDOW)} or "
                   f"{unobserved('decode', ttfb, *m, evidence=INVOCATIONS[1:], window=BLIND_WINDOW)}",
@@ -165,6 +189,42 @@ def endpoint_rules(target: EndpointTarget, alerts: AlertsConfig) -> list[AlertRu
                   f"The decoder of {who} finishes requests but counts no model_invocations_total POSTs: "
                   "DpdRequestErrorsHigh has no requests to divide by. Check the endpoint's metrics (metrics.enabled) "
                   "and that the observability add-on scrapes the pods' proxy.", (finished, calls)),
+        AlertRule("DpdTpotMetricsMissing", unobserved("decode", tpot, *m, window=BLIND_WINDOW),
+                  BLIND_FOR, "warning", f"{who}: TPOT alert blind",
+                  f"The decoder of {who} finishes requests but observes no vllm:request_time_per_output_token_seconds: "
+                  "DpdTpotP99AboveSlo cannot see the decode latency. vLLM registers this per-request histogram only "
+                  "since vllm-project/vllm #24015 (older releases have the per-token "
+                  "vllm:time_per_output_token_seconds instead): check the vLLM version of the decode image, and that "
+                  "the observability add-on scrapes the decode pods' /metrics.", (finished, tpot)),
+        AlertRule("DpdPrefillQueueMetricsMissing",
+                  unobserved("prefill", waiting, *m, seen="exists", window=BLIND_WINDOW),
+                  BLIND_FOR, "warning", f"{who}: prefill queue alert blind",
+                  f"The prefillers of {who} finish requests but export no vllm:num_requests_waiting: "
+                  "DpdPrefillQueueHigh cannot see their queue. vLLM registers it with vllm:request_success_total, so a "
+                  "scrape that keeps only some vllm: metrics (a metric allowlist or relabelling rule) drops it; "
+                  "check the prefill pods' /metrics and the scrape's metric selection.", (finished, waiting)),
+        AlertRule("DpdFallbackRatioMetricsMissing",
+                  f"{routing('prefill')} or {routing('decode')}",
+                  BLIND_FOR, "warning", f"{who}: routing alert blind on the {{{{ $labels.role }}}} pods",
+                  f"The {{{{ $labels.role }}}} pods of {who} answer requests (successful POSTs in "
+                  "model_ttfb_milliseconds) but export no vllm:request_success_total: DpdFallbackRatioHigh cannot see "
+                  "the routing, and the other MetricsMissing alerts of these pods, which read it to know that requests "
+                  "flow, are blind too. Check that the observability add-on scrapes the vLLM metrics of the pods' "
+                  "model container.", (ttfb, finished)),
+        AlertRule("DpdGpuXidMetricsMissing",
+                  unobserved("decode", xid, *m, seen="exists", anywhere=True, window=BLIND_WINDOW),
+                  BLIND_FOR, "warning", f"{who}: GPU XID alert blind",
+                  f"The decoder of {who} finishes requests on its GPUs but the workspace has no DCGM_FI_DEV_XID_ERRORS "
+                  "series: GPUXidError cannot see any GPU. Check that the observability add-on's accelerated compute "
+                  "metrics (the DCGM exporter) are on and scraped.", (finished, xid)),
+        AlertRule("DpdGpuEccMetricsMissing",
+                  unobserved("decode", (vol, agg), *m, seen="exists", anywhere=True, window=BLIND_WINDOW),
+                  BLIND_FOR, "warning", f"{who}: GPU ECC alert blind",
+                  f"The decoder of {who} finishes requests on its GPUs but the workspace has neither "
+                  "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL nor DCGM_FI_DEV_ECC_DBE_AGG_TOTAL: GPUMemoryErrorDetected cannot see "
+                  "a double-bit ECC error. NVIDIA's default counter list for the DCGM exporter leaves the ECC fields "
+                  "commented out: enable them in the exporter's counters; until then only the NodeHealthEvents alarm "
+                  "(the health-monitoring agent) reports them.", (finished, vol, agg)),
     ]
 
 

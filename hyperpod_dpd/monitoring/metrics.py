@@ -57,6 +57,15 @@ LMCACHE_PD_BACKEND = "LMCache/LMCache lmcache/v1/storage_backend/pd_backend.py @
 LMCACHE_NIXL_CHANNEL = "LMCache/LMCache lmcache/v1/transfer_channel/nixl_channel.py @ 0449f44"
 VLLM_NIXL_CONNECTOR = "vllm-project/vllm vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py"
 VLLM_LOGGERS = "vllm-project/vllm vllm/v1/metrics/loggers.py"
+# vllm:request_time_per_output_token_seconds (one observation per finished request: decode time / generated tokens)
+# came with vllm-project/vllm #24015; loggers.py @ 005a810 registers only the per-token
+# vllm:time_per_output_token_seconds, so an image with a vLLM from before it exports no series for the TPOT alert
+# (DpdTpotMetricsMissing says so).
+VLLM_PER_REQUEST_TPOT = "vllm-project/vllm #24015 ([V1][Metrics] Add per-request TPOT histogram)"
+VLLM_LOGGERS_BEFORE_TPOT = "vllm-project/vllm vllm/v1/metrics/loggers.py @ 005a810"
+# NVIDIA's stock counter list of the DCGM exporter enables DCGM_FI_DEV_XID_ERRORS but leaves the four ECC fields
+# (DCGM_FI_DEV_ECC_{SBE,DBE}_{VOL,AGG}_TOTAL) commented out: an exporter on its defaults has no ECC series at all.
+DCGM_DEFAULT_COUNTERS = "NVIDIA/dcgm-exporter etc/default-counters.csv @ 00d6d34"
 # The DPD router's disaggregated path: a request to a prefiller with max_tokens=1, awaited to the end, then the
 # original request to the decoder (route_disaggregated_prefill_request; stack-truth cites lines 938-1000 @ a6c01db).
 ROUTER_TWO_HOPS = "vllm-project/production-stack src/vllm_router/services/request_service/request.py @ 00d34b7"
@@ -174,7 +183,8 @@ METRICS: Mapping[str, Metric] = _catalogue(
            f"{VLLM_LOGGERS} (histogram_time_to_first_token)", INFERENCE_LABELS, buckets=VLLM_TTFT_BUCKETS),
     Metric("tpot", "vllm:request_time_per_output_token_seconds", "histogram", "s", Source.VLLM,
            "Time per output token of each request; on the decoder this is the DPD page's Decode Latency (TPOT)",
-           f"{VLLM_LOGGERS} (histogram_request_time_per_output_token)", INFERENCE_LABELS, buckets=VLLM_TPOT_BUCKETS),
+           f"{VLLM_LOGGERS} (histogram_request_time_per_output_token); {VLLM_PER_REQUEST_TPOT} (absent from "
+           f"{VLLM_LOGGERS_BEFORE_TPOT})", INFERENCE_LABELS, buckets=VLLM_TPOT_BUCKETS),
     Metric("prefill_time", "vllm:request_prefill_time_seconds", "histogram", "s", Source.VLLM,
            "Time a request spends in the prefill phase of an engine (the DPD page's Prefill Time on the prefillers)",
            f"{VLLM_LOGGERS} (histogram_prefill_time_request, request_latency_buckets)", INFERENCE_LABELS,
@@ -220,13 +230,16 @@ METRICS: Mapping[str, Metric] = _catalogue(
            f"{VLLM_NIXL_CONNECTOR} (NixlPromMetrics, registered by NixlConnector.build_prom_metrics)",
            INFERENCE_LABELS),
     Metric("xid", "DCGM_FI_DEV_XID_ERRORS", "gauge", "short", Source.DCGM,
-           "Last XID error code a GPU reported (0: none)", f"{AWS_ALERT_RULES}, alert GPUXidError", (GPU, HOSTNAME)),
+           "Last XID error code a GPU reported (0: none)",
+           f"{DCGM_DEFAULT_COUNTERS} (enabled there); {AWS_ALERT_RULES}, alert GPUXidError", (GPU, HOSTNAME)),
     Metric("ecc_dbe_volatile", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "short", Source.DCGM,
            "Double-bit ECC errors of a GPU since the last driver load",
-           f"{AWS_ALERT_RULES}, alert GPUMemoryErrorDetected", (GPU, HOSTNAME)),
+           f"{DCGM_DEFAULT_COUNTERS} (commented out there); {AWS_ALERT_RULES}, alert GPUMemoryErrorDetected",
+           (GPU, HOSTNAME)),
     Metric("ecc_dbe_aggregate", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "short", Source.DCGM,
            "Double-bit ECC errors of a GPU over its lifetime",
-           f"{AWS_ALERT_RULES}, alert GPUMemoryErrorDetected", (GPU, HOSTNAME)),
+           f"{DCGM_DEFAULT_COUNTERS} (commented out there); {AWS_ALERT_RULES}, alert GPUMemoryErrorDetected",
+           (GPU, HOSTNAME)),
     Metric("buffer_overflow", "DecoderBufferOverflow", "log", "short", Source.CONTAINER_LOG,
            "Decoder log lines 'Failed to allocate memory object, retrying...': the PD buffer (PD_BUFFER_SIZE) is "
            "full and KV transfers wait; raise the buffer, scale decode or reduce concurrency",

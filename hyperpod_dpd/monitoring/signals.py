@@ -9,7 +9,8 @@
 * :func:`endpoint_resources`: the regular expression that matches every generation of an endpoint's IEC, so the
   alerts keep watching the generation that serves while another one is rolled out (or refused).
 * :func:`unobserved`: "requests flow but the series a signal reads does not exist": the alert that keeps another
-  alert from being silently blind.
+  alert from being silently blind. Its evidence that requests flow is ``vllm:request_success_total`` by default, and
+  another metric (the pods' successful POSTs) where that counter is itself the series watched.
 * :func:`error_ratio`: the share of the client's requests that failed, from the pods' invocation counters. On the
   router's disaggregated path (the same ``route_disaggregated_prefill_request``) a prefiller's error is answered to
   the client at once and the decoder is never called; a decoder's error comes after a successful prefill. So every
@@ -37,9 +38,13 @@ from hyperpod_dpd.monitoring.metrics import (
     quantile_ms,
     rate_sum,
     role,
+    selector,
 )
 
 Role = Literal["prefill", "decode"]
+# How a watched series shows it is there: it grows (a histogram's _count, a per-request counter) or it exists (a gauge,
+# or a counter of faults that stays flat while nothing fails).
+Seen = Literal["grows", "exists"]
 # Two hops at P99.5 each: their sum exceeds the client's P99 with probability at most 0.005 + 0.005 = 0.01.
 HOP_QUANTILE = 0.995
 # Successful POSTs, as AWS's inference dashboard selects them (aws/sagemaker-hyperpod-cluster-setup @ b920fcf, .../dashboards/templates/inference.json,
@@ -85,13 +90,30 @@ def ttft_bound_ms(*matchers: Matcher, window: str = "5m") -> str:
     return f"(({prefill} >= 0) or on() vector(0)) + {decode}"
 
 
-def unobserved(hop: Role, metric: Metric, *matchers: Matcher, evidence: tuple[Matcher, ...] = (),
-               window: str = "10m") -> str:
-    """One sample labelled ``role="<hop>"`` while the hop's pods finish requests (``vllm:request_success_total``
-    grows) but ``metric`` observes nothing there (``_count`` of a histogram, restricted by ``evidence``)."""
-    finished = rate_sum(METRICS["finished"], *matchers, role(hop), window=window)
-    observed = rate_sum(metric, *matchers, *evidence, role(hop), window=window)
-    return f'label_replace(({finished} > 0) unless on() ({observed} > 0), "role", "{hop}", "", "")'
+def unobserved(hop: Role, metric: Metric | tuple[Metric, ...], *matchers: Matcher, evidence: tuple[Matcher, ...] = (),
+               window: str = "10m", requests: Metric | None = None, request_evidence: tuple[Matcher, ...] = (),
+               seen: Seen = "grows", anywhere: bool = False) -> str:
+    """One sample labelled ``role="<hop>"`` while requests flow on the hop's pods but ``metric`` is not seen there.
+
+    * Requests flow: ``requests`` grows on the hop's pods (default ``vllm:request_success_total``; restricted by
+      ``request_evidence``). It cannot be a watched metric: a missing series cannot show the traffic that finds it
+      missing.
+    * Seen: ``metric`` grows (``_count`` of a histogram, or a counter; restricted by ``evidence``) or, with
+      ``seen="exists"``, has any series. With several metrics, any one of them seen is enough.
+    * ``anywhere``: ``metric`` is a node metric without the endpoint's labels (DCGM's), so any series counts.
+    """
+    watched = metric if isinstance(metric, tuple) else (metric,)
+    traffic = requests or METRICS["finished"]
+    if traffic in watched:
+        raise ValueError(f"{traffic.name} cannot show the requests that would find {traffic.name} missing")
+    flowing = rate_sum(traffic, *matchers, *request_evidence, role(hop), window=window)
+    scope = evidence if anywhere else (*matchers, *evidence, role(hop))
+    observed = " or ".join(f"{_seen(m, *scope, seen=seen, window=window)} > 0" for m in watched)
+    return f'label_replace(({flowing} > 0) unless on() ({observed}), "role", "{hop}", "", "")'
+
+
+def _seen(metric: Metric, *matchers: Matcher, seen: Seen, window: str) -> str:
+    return rate_sum(metric, *matchers, window=window) if seen == "grows" else f"count({selector(metric, *matchers)})"
 
 
 def _count(metric: Metric, *matchers: Matcher, window: str) -> str:

@@ -73,8 +73,9 @@ def _vllm(pod: Mapping[str, str]) -> dict[str, str]:
     return {**pod, "model_name": "Llama-3.3-70B-Instruct", "engine": "0"}
 
 
-def ttfb(pod: Mapping[str, str], observations_ms: Sequence[float], *, method: str = "POST") -> list[Series]:
-    labels = {**pod, "method": method, "status": "200", "uri": "/v1/chat/completions" if method == "POST" else "/health"}
+def ttfb(pod: Mapping[str, str], observations_ms: Sequence[float], *, method: str = "POST",
+         status: str = "200") -> list[Series]:
+    labels = {**pod, "method": method, "status": status, "uri": "/v1/chat/completions" if method == "POST" else "/health"}
     return histogram(METRICS["ttfb"].name, labels, TTFB_BUCKETS_MS, observations_ms)
 
 
@@ -202,7 +203,6 @@ def traffic_scenarios(target: EndpointTarget, config: EnvironmentConfig) -> list
     depth = alerts.prefill_queue_depth
     waiting = METRICS["waiting"].name
     high, low = (1 + alerts.fallback_ratio) / 2, alerts.fallback_ratio / 2
-    store, ttfb_metric = METRICS["kv_store"], METRICS["ttfb"]
     return [
         Scenario(name="Prefill queue: both prefillers queue", alert="DpdPrefillQueueHigh",
                  series=(gauge(waiting, _vllm(prefill), depth + 2), gauge(waiting, _vllm(spare), depth + 6)),
@@ -214,26 +214,6 @@ def traffic_scenarios(target: EndpointTarget, config: EnvironmentConfig) -> list
                  firing=(Firing(group=group, value=high),)),
         Scenario(name="Fallback ratio: most requests are disaggregated", alert="DpdFallbackRatioHigh",
                  series=(finished(prefill, 20 * (1 - low)), finished(decode, 20))),
-        Scenario(name="KV metrics missing: prefillers finish requests, no lmcache:time_to_store at all",
-                 alert="DpdKvTransferMetricsMissing", series=(finished(prefill, 10), finished(decode, 10)),
-                 firing=(Firing(group=group, labels={"role": "prefill"}),)),
-        Scenario(name="KV metrics missing: the histogram exists but never observes", alert="DpdKvTransferMetricsMissing",
-                 series=(finished(prefill, 10), *_seconds(store, _vllm(prefill), [])),
-                 firing=(Firing(group=group, labels={"role": "prefill"}),)),
-        Scenario(name="KV metrics missing: stores observed", alert="DpdKvTransferMetricsMissing",
-                 series=(finished(prefill, 10), *_seconds(store, _vllm(prefill), [20.0] * 10, ranks=2))),
-        Scenario(name="KV metrics missing: no traffic, no series", alert="DpdKvTransferMetricsMissing",
-                 series=(finished(prefill, 0), finished(decode, 0))),
-        Scenario(name="TTFT metrics missing: the decoder's hop is not exported", alert="DpdTtftMetricsMissing",
-                 series=(finished(prefill, 10), finished(decode, 10), *ttfb(prefill, [100.0] * 10)),
-                 firing=(Firing(group=group, labels={"role": "decode"}),)),
-        Scenario(name="TTFT metrics missing: both hops exported", alert="DpdTtftMetricsMissing",
-                 series=(finished(prefill, 10), finished(decode, 10), *ttfb(prefill, [100.0] * 10),
-                         *ttfb(decode, [50.0] * 10))),
-        Scenario(name="TTFT metrics missing: only GET probes observed", alert="DpdTtftMetricsMissing",
-                 series=(finished(prefill, 10), *ttfb(prefill, [1.0] * 10, method="GET"),
-                         *histogram(ttfb_metric.name, {**prefill, "method": "POST", "status": "200"}, TTFB_BUCKETS_MS, [])),
-                 firing=(Firing(group=group, labels={"role": "prefill"}),)),
     ]
 
 
@@ -281,14 +261,90 @@ def error_scenarios(target: EndpointTarget, threshold: float) -> list[Scenario]:
         Scenario(name="Request errors: no traffic (old counts, zero rates, no division by zero)", alert=alert,
                  series=(gauge(METRICS["invocations"].name, _call(decode), 500),
                          gauge(METRICS["errors"].name, {**_call(decode), "status": "500"}, 400))),
+    ]
+
+
+def companion_scenarios(target: EndpointTarget) -> list[Scenario]:
+    """Each "metrics missing" alert: requests flow and its series is missing (fires), the series is there (silent),
+    no traffic (silent)."""
+    group, prefill, decode = _group(target), _pod(target, "prefill"), _pod(target, "decode")
+    store, ttfb_metric, tpot = METRICS["kv_store"], METRICS["ttfb"], METRICS["tpot"]
+    waiting, xid, agg = (METRICS[k].name for k in ("waiting", "xid", "ecc_dbe_aggregate"))
+    on = {r: Firing(group=group, labels={"role": r}) for r in ("prefill", "decode")}
+    answered = (*ttfb(prefill, [300.0] * 10), *ttfb(decode, [50.0] * 10))  # ten successful POSTs a minute on each
+    return [
+        Scenario(name="KV metrics missing: prefillers finish requests, no lmcache:time_to_store at all",
+                 alert="DpdKvTransferMetricsMissing", series=(finished(prefill, 10), finished(decode, 10)),
+                 firing=(on["prefill"],)),
+        Scenario(name="KV metrics missing: the histogram exists but never observes", alert="DpdKvTransferMetricsMissing",
+                 series=(finished(prefill, 10), *_seconds(store, _vllm(prefill), [])),
+                 firing=(on["prefill"],)),
+        Scenario(name="KV metrics missing: stores observed", alert="DpdKvTransferMetricsMissing",
+                 series=(finished(prefill, 10), *_seconds(store, _vllm(prefill), [20.0] * 10, ranks=2))),
+        Scenario(name="KV metrics missing: no traffic, no series", alert="DpdKvTransferMetricsMissing",
+                 series=(finished(prefill, 0), finished(decode, 0))),
+        Scenario(name="TTFT metrics missing: the decoder's hop is not exported", alert="DpdTtftMetricsMissing",
+                 series=(finished(prefill, 10), finished(decode, 10), *ttfb(prefill, [100.0] * 10)),
+                 firing=(on["decode"],)),
+        Scenario(name="TTFT metrics missing: both hops exported", alert="DpdTtftMetricsMissing",
+                 series=(finished(prefill, 10), finished(decode, 10), *ttfb(prefill, [100.0] * 10),
+                         *ttfb(decode, [50.0] * 10))),
+        Scenario(name="TTFT metrics missing: only GET probes observed", alert="DpdTtftMetricsMissing",
+                 series=(finished(prefill, 10), *ttfb(prefill, [1.0] * 10, method="GET"),
+                         *histogram(ttfb_metric.name, {**prefill, "method": "POST", "status": "200"}, TTFB_BUCKETS_MS, [])),
+                 firing=(on["prefill"],)),
         Scenario(name="Request error metrics missing: the decoder finishes requests, no model_invocations_total",
                  alert="DpdRequestErrorsMetricsMissing", series=(finished(prefill, 10), finished(decode, 10)),
-                 firing=(Firing(group=group, labels={"role": "decode"}),)),
+                 firing=(on["decode"],)),
         Scenario(name="Request error metrics missing: only GET probes counted", alert="DpdRequestErrorsMetricsMissing",
                  series=(finished(decode, 10), invocations(decode, 30, method="GET"), invocations(decode, 0)),
-                 firing=(Firing(group=group, labels={"role": "decode"}),)),
+                 firing=(on["decode"],)),
         Scenario(name="Request error metrics missing: invocations counted", alert="DpdRequestErrorsMetricsMissing",
                  series=(finished(decode, 10), invocations(decode, 10))),
+        Scenario(name="TPOT metrics missing: the decoder finishes requests, only the prefillers observe TPOT",
+                 alert="DpdTpotMetricsMissing",
+                 series=(finished(decode, 10), *_seconds(tpot, _vllm(prefill), [20.0] * 10)), firing=(on["decode"],)),
+        Scenario(name="TPOT metrics missing: the decoder observes TPOT", alert="DpdTpotMetricsMissing",
+                 series=(finished(decode, 10), *_seconds(tpot, _vllm(decode), [20.0] * 10))),
+        Scenario(name="TPOT metrics missing: no traffic, no series", alert="DpdTpotMetricsMissing",
+                 series=(finished(decode, 0),)),
+        Scenario(name="Prefill queue metrics missing: prefillers finish requests, only the decoder's queue exported",
+                 alert="DpdPrefillQueueMetricsMissing",
+                 series=(finished(prefill, 10), gauge(waiting, _vllm(decode), 3)), firing=(on["prefill"],)),
+        Scenario(name="Prefill queue metrics missing: an empty queue is exported (0 is a value)",
+                 alert="DpdPrefillQueueMetricsMissing",
+                 series=(finished(prefill, 10), gauge(waiting, _vllm(prefill), 0))),
+        Scenario(name="Prefill queue metrics missing: no traffic, no series", alert="DpdPrefillQueueMetricsMissing",
+                 series=(finished(prefill, 0),)),
+        Scenario(name="Routing metrics missing: the decoder answers POSTs, its engine exports no request counter",
+                 alert="DpdFallbackRatioMetricsMissing", series=(*answered, finished(prefill, 10)),
+                 firing=(on["decode"],)),
+        Scenario(name="Routing metrics missing: the prefillers answer POSTs, no vLLM metrics there",
+                 alert="DpdFallbackRatioMetricsMissing", series=(*answered, finished(decode, 10)),
+                 firing=(on["prefill"],)),
+        Scenario(name="Routing metrics missing: both roles count finished requests",
+                 alert="DpdFallbackRatioMetricsMissing",
+                 series=(*answered, finished(prefill, 10), finished(decode, 10))),
+        Scenario(name="Routing metrics missing: every request fails (no 2xx), an error, not a missing metric",
+                 alert="DpdFallbackRatioMetricsMissing",
+                 series=(*ttfb(prefill, [5.0] * 10, status="503"), *ttfb(decode, [5.0] * 10, status="500"))),
+        Scenario(name="Routing metrics missing: no traffic, only GET probes answered",
+                 alert="DpdFallbackRatioMetricsMissing",
+                 series=(*ttfb(prefill, [1.0] * 10, method="GET"), *ttfb(decode, [1.0] * 10, method="GET"))),
+        Scenario(name="GPU XID metrics missing: the decoder serves, no DCGM series at all",
+                 alert="DpdGpuXidMetricsMissing", series=(finished(decode, 10),), firing=(on["decode"],)),
+        Scenario(name="GPU XID metrics missing: the XID gauge is exported (0: no error)",
+                 alert="DpdGpuXidMetricsMissing",
+                 series=(finished(decode, 10), gauge(xid, GPU, 0))),
+        Scenario(name="GPU XID metrics missing: no traffic", alert="DpdGpuXidMetricsMissing",
+                 series=(finished(decode, 0),)),
+        Scenario(name="GPU ECC metrics missing: DCGM exporter on its default counters (XID, no ECC field)",
+                 alert="DpdGpuEccMetricsMissing", series=(finished(decode, 10), gauge(xid, GPU, 0)),
+                 firing=(on["decode"],)),
+        Scenario(name="GPU ECC metrics missing: the lifetime count alone is enough", alert="DpdGpuEccMetricsMissing",
+                 series=(finished(decode, 10), gauge(agg, GPU, 0))),
+        Scenario(name="GPU ECC metrics missing: no traffic", alert="DpdGpuEccMetricsMissing",
+                 series=(finished(decode, 0), gauge(xid, GPU, 0))),
     ]
 
 
@@ -323,6 +379,7 @@ def scenarios(config: EnvironmentConfig) -> list[Scenario]:
     for target in endpoint_targets(config):
         found += ttft_scenarios(target) + latency_scenarios(target, config.alerts.kv_transfer_p99_ms)
         found += traffic_scenarios(target, config) + error_scenarios(target, config.alerts.error_ratio)
+        found += companion_scenarios(target)
     return found + node_scenarios()
 
 

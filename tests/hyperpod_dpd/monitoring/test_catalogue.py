@@ -49,7 +49,8 @@ BY_NAME = re.compile(r'__name__=~"([^"]+)"')
 NOT_SERIES = {"le", "pod_name", "Hostname", "gpu"}
 DPD_ALERTS = {"DpdE2eTtftP99BoundAboveSlo", "DpdTpotP99AboveSlo", "DpdPrefillQueueHigh", "DpdKvTransferSlow",
               "DpdFallbackRatioHigh", "DpdRequestErrorsHigh", "DpdTtftMetricsMissing", "DpdKvTransferMetricsMissing",
-              "DpdRequestErrorsMetricsMissing"}
+              "DpdRequestErrorsMetricsMissing", "DpdTpotMetricsMissing", "DpdPrefillQueueMetricsMissing",
+              "DpdFallbackRatioMetricsMissing", "DpdGpuXidMetricsMissing", "DpdGpuEccMetricsMissing"}
 
 
 def _env(base: dict[str, Any], mutate: Any = None) -> EnvironmentConfig:

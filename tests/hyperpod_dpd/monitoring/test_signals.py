@@ -70,8 +70,26 @@ def test_the_composite_expressions_parse() -> None:
     matchers = endpoint_matchers("llama-3-3-70b", "llm-serving")
     promql_parser.parse(ttft_bound_ms(*matchers))
     promql_parser.parse(unobserved("prefill", METRICS["kv_store"], *matchers))
+    promql_parser.parse(unobserved("decode", METRICS["finished"], *matchers, requests=METRICS["ttfb"]))
+    promql_parser.parse(unobserved("prefill", METRICS["waiting"], *matchers, seen="exists"))
+    promql_parser.parse(unobserved("decode", (METRICS["ecc_dbe_volatile"], METRICS["ecc_dbe_aggregate"]), *matchers,
+                                   seen="exists", anywhere=True))
     promql_parser.parse(error_ratio(*matchers))
     promql_parser.parse(hop_error_ratio("decode", *matchers))
+
+
+def test_a_missing_series_is_never_its_own_evidence_of_traffic() -> None:
+    # GIVEN vllm:request_success_total, the default evidence that requests flow, as the series watched
+    matchers = endpoint_matchers("llama-3-3-70b", "llm-serving")
+    # THEN it is refused: the companion could never fire
+    with pytest.raises(ValueError, match="cannot show the requests that would find vllm:request_success_total"):
+        unobserved("decode", METRICS["finished"], *matchers)
+    # AND a gauge has no rate: it is watched by whether it exists
+    with pytest.raises(ValueError, match="is not a counter or a histogram"):
+        unobserved("prefill", METRICS["waiting"], *matchers)
+    # AND a node metric watched anywhere carries none of the endpoint's labels, its traffic does
+    expr = unobserved("decode", METRICS["xid"], *matchers, seen="exists", anywhere=True)
+    assert "count(DCGM_FI_DEV_XID_ERRORS) > 0" in expr and 'namespace="llm-serving"' in expr
 
 
 @pytest.mark.parametrize(("alerts", "line"), [
