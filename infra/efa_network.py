@@ -52,7 +52,8 @@ class EfaNetwork(Construct):
         gpu_availability_zone: the GPU subnet's zone, a name or an AZ ID (the configuration's
             ``network.gpu_availability_zone``). No default.
         create: the VPC to create (``CreateVpc``); exactly one of ``create`` and ``existing``. Default: None.
-        existing: the VPC to adopt (``ExistingVpc``). Default: None.
+        existing: the VPC to adopt (``ExistingVpc``); with a zone name, its GPU subnet must be in that zone (every
+            instance group runs there). Default: None.
         flow_log_retention: how long the created VPC's flow logs are kept. Default: one year.
         removal_policy: of the flow log group and its key. Default: DESTROY.
     """
@@ -79,6 +80,12 @@ class EfaNetwork(Construct):
         if create is not None and kind == "name" and gpu_availability_zone not in create.availability_zones:
             raise ConfigError.single(None, "EfaNetwork.gpu_availability_zone", gpu_availability_zone,
                                      f"must be one of {list(create.availability_zones)}")
+        if existing is not None and kind == "name" and existing.gpu_subnet.availability_zone != gpu_availability_zone:
+            # every instance group runs in the GPU subnet (infra/hyperpod_cluster.py), so the GPU zone is its zone
+            raise ConfigError.single(None, "EfaNetwork.existing.gpu_subnet.availability_zone",
+                                     existing.gpu_subnet.availability_zone,
+                                     f"must be gpu_availability_zone ({gpu_availability_zone}): the HyperPod groups "
+                                     "run in the GPU subnet, in the zone of their capacity")
         super().__init__(scope, id)
         self.gpu_availability_zone = gpu_availability_zone
         self.gpu_zone_is_id = kind == "id"

@@ -199,10 +199,10 @@ def _environment_issues(e: EndpointFields, root: Any, path: str) -> Iterator[Iss
     yield from kv_issues(e, root.operator.version, root, path)  # kv_cache: docs/kv-cache.md
     yield from _taint_issues(e, root, path)
     zone = e.topology.availability_zone
-    if zone is not None and zone != root.network.gpu_availability_zone:
+    if zone is not None and not root.network.is_gpu_zone(zone):
         yield Issue(join(path, "topology.availability_zone"), zone,
-                    f"must be network.gpu_availability_zone ({root.network.gpu_availability_zone}), the AZ of "
-                    "the prefill and decode groups")
+                    f"must be {root.network.gpu_zone_rule()}, the AZ of the prefill and decode groups"
+                    f"{root.network.gpu_zone_form_hint()}")
     endpoints = list(root.endpoints)
     index = next((i for i, other in enumerate(endpoints) if other is e), len(endpoints))
     yield from duplicate_name_issues(e, endpoints[:index], path)

@@ -316,14 +316,16 @@ class HyperPodConfig(Model):
             zone = group.availability_zone
             if zone is None:
                 continue  # the GPU subnet's AZ, validated by the network section
-            if group.is_gpu and zone != root.network.gpu_availability_zone:
+            if root.network.is_gpu_zone(zone):
+                continue
+            rule, hint = root.network.gpu_zone_rule(), root.network.gpu_zone_form_hint()
+            if group.is_gpu:
                 yield Issue(join(where, "availability_zone"), zone,
-                            f"GPU groups must share one AZ for EFA KV transfer: network.gpu_availability_zone "
-                            f"({root.network.gpu_availability_zone}), the AZ of the GPU subnet")
-            elif zone != root.network.gpu_availability_zone:
+                            f"GPU groups must share one AZ for EFA KV transfer: {rule}, the AZ of the GPU subnet{hint}")
+            else:
                 yield Issue(join(where, "availability_zone"), zone,
-                            f"must be network.gpu_availability_zone ({root.network.gpu_availability_zone}): every "
-                            "instance group runs in the GPU subnet, and prefill and decode must share its AZ")
+                            f"must be {rule}: every instance group runs in the GPU subnet, and prefill and decode "
+                            f"must share its AZ{hint}")
         roles = {g.role for g in self.instance_groups}
         for needed in ("prefill", "decode"):
             if needed not in roles:

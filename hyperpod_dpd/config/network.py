@@ -216,18 +216,38 @@ class NetworkConfig(Model):
         if self.existing:
             yield from self.existing.zone_fields(join(path, "existing"))
 
+    def is_gpu_zone(self, zone: str) -> bool:
+        """Whether ``zone`` (an instance group's or an endpoint's) is the GPU subnet's zone as far as the configuration
+        can tell: the GPU zone as given, or its name when that is configured (an adopted GPU subnet next to an AZ ID,
+        which preflight checks is that ID's name: hyperpod_dpd/ops/zones.py)."""
+        return zone in (self.gpu_availability_zone, self.gpu_zone_name)
+
+    def gpu_zone_rule(self) -> str:
+        """The zones :meth:`is_gpu_zone` accepts, for the message that refuses another one."""
+        gpu, name = self.gpu_availability_zone, self.gpu_zone_name
+        if name is not None and name != gpu:
+            return f"network.gpu_availability_zone ({gpu}) or the adopted GPU subnet's zone ({name})"
+        return f"network.gpu_availability_zone ({gpu})"
+
+    def gpu_zone_form_hint(self) -> str:
+        """With an AZ ID whose name the configuration does not know, why a zone name cannot match it."""
+        if self.gpu_zone_is_id and self.gpu_zone_name is None:
+            return "; it is an AZ ID, and which name it has is the account's: give the ID here too"
+        return ""
+
     def issues(self, root: Any, path: str) -> Iterator[Issue]:
         gpu = self.gpu_availability_zone
-        yield from zone_issues(root.region, join(path, "gpu_availability_zone"), gpu)
+        unknown = list(zone_issues(root.region, join(path, "gpu_availability_zone"), gpu))
+        yield from unknown  # a zone the Region lacks is one message: nothing below would add to it
         if self.create:
             yield from self.create.issues(root, join(path, "create"))
             # With an AZ ID the zone's name is the account's: preflight checks it (hyperpod_dpd/ops/zones.py).
-            if not self.gpu_zone_is_id and gpu not in self.create.availability_zones:
+            if not unknown and not self.gpu_zone_is_id and gpu not in self.create.availability_zones:
                 yield Issue(join(path, "gpu_availability_zone"), gpu,
                             f"must be one of network.create.availability_zones {list(self.create.availability_zones)}")
         if self.existing:
             yield from self.existing.issues(root, join(path, "existing"))
-            if not self.gpu_zone_is_id and self.existing.gpu_subnet.availability_zone != gpu:
+            if not unknown and not self.gpu_zone_is_id and self.existing.gpu_subnet.availability_zone != gpu:
                 yield Issue(join(path, "existing.gpu_subnet.availability_zone"),
                             self.existing.gpu_subnet.availability_zone,
                             f"must equal network.gpu_availability_zone ({gpu})")

@@ -3,7 +3,8 @@ environment whose removal policy is ``retain`` keeps all of them.
 
 Used by the replacement guards: the logical ids of these resources are committed per environment
 (``security/stateful-resources.json``, ``make stateful-manifest``), and tests prove that routine changes neither
-rename them nor touch a create-only property. Create-only properties come from the CloudFormation registry schemas
+rename them nor touch a create-only property, theirs or that of a resource they point at
+(:func:`replaced_resources`). Create-only properties come from the CloudFormation registry schemas
 (cfn-lint's copy), so the list follows AWS rather than memory. :func:`retain_stateful_resources` gives every one
 of them ``DeletionPolicy`` and ``UpdateReplacePolicy`` ``Retain`` in such an environment (rule ``HPDPD-DATA1`` checks
 it in production).
@@ -11,7 +12,7 @@ it in production).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import aws_cdk as cdk
@@ -64,3 +65,54 @@ def create_only_values(resource: Mapping[str, Any], pointers: list[str]) -> dict
             value = value.get(part) if isinstance(value, dict) else None
         values[pointer] = value
     return values
+
+
+def _references(value: Any) -> set[str]:
+    """The logical ids a template value points at: ``Ref`` and ``Fn::GetAtt`` (the list and the ``"Id.Attr"`` forms),
+    anywhere inside it (``Fn::Join``, ``Fn::Sub``'s variable map)."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "Ref" and isinstance(inner, str) and not inner.startswith("AWS::"):
+                found.add(inner)
+            elif key == "Fn::GetAtt":
+                target = inner[0] if isinstance(inner, list) and inner else inner
+                if isinstance(target, str):
+                    found.add(target.split(".")[0])
+            else:
+                found |= _references(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            found |= _references(inner)
+    return found
+
+
+def replaced_resources(before: Mapping[str, Any], after: Mapping[str, Any],
+                       create_only: Callable[[str], Sequence[str]]) -> dict[str, str]:
+    """``logical id -> why`` for every resource of ``before`` that deploying ``after`` over it replaces or deletes:
+    its logical id is gone, one of its create-only properties (``create_only(type)``, the registry schema's
+    ``createOnlyProperties``) has another value, or a create-only property points at a resource that is itself
+    replaced (a new role gives the EKS cluster's ``RoleArn`` a new value although the template text is the same).
+    References are followed within the one template."""
+    old, new = before.get("Resources", {}), after.get("Resources", {})
+    why: dict[str, str] = {}
+    pointed: dict[str, set[str]] = {}
+    for logical_id, resource in old.items():
+        if logical_id not in new or new[logical_id].get("Type") != resource.get("Type"):
+            why[logical_id] = "removed or renamed"
+            continue
+        pointers = list(create_only(resource["Type"]))
+        then, now = create_only_values(resource, pointers), create_only_values(new[logical_id], pointers)
+        changed = [p for p in pointers if then[p] != now[p]]
+        if changed:
+            why[logical_id] = f"create-only {', '.join(changed)} changed"
+        pointed[logical_id] = _references(now)
+    grown = True
+    while grown:  # a replacement propagates through create-only references until nothing more is replaced
+        grown = False
+        for logical_id, targets in pointed.items():
+            hit = sorted(t for t in targets if t in why)
+            if logical_id not in why and hit:
+                why[logical_id] = f"a create-only property points at replaced {', '.join(hit)}"
+                grown = True
+    return why

@@ -131,3 +131,25 @@ def test_gpu_az_outside_the_vpc_azs_is_rejected() -> None:
     with pytest.raises(ConfigError, match=r"EfaNetwork.gpu_availability_zone: 'us-west-2c': must be one of"):
         EfaNetwork(stack, "Network", gpu_availability_zone="us-west-2c",
                    create=CreateVpc(availability_zones=("us-west-2a", "us-west-2b")))
+
+
+@pytest.mark.parametrize(("gpu_zone", "accepted"), [("us-west-2a", False), ("usw2-az2", True)])
+def test_an_adopted_gpu_subnet_outside_the_gpu_zone_is_rejected(gpu_zone: str, accepted: bool) -> None:
+    # GIVEN an adopted VPC whose GPU subnet is in us-west-2b, where no HyperPod group can reach capacity in us-west-2a
+    existing = ExistingVpc(
+        vpc_id="vpc-0123456789abcdef0", cidr="10.0.0.0/16",
+        private_subnets=(ExistingSubnet(subnet_id="subnet-0aaaaaaaaaaaaaaaa", availability_zone="us-west-2a"),
+                         ExistingSubnet(subnet_id="subnet-0bbbbbbbbbbbbbbbb", availability_zone="us-west-2b")),
+        gpu_subnet=ExistingSubnet(subnet_id="subnet-0cccccccccccccccc", availability_zone="us-west-2b"))
+    stack = cdk.Stack(cdk.App(), "Adopt", env=cdk.Environment(account="111111111111", region="us-west-2"))
+    if accepted:
+        # WHEN the GPU zone is an AZ ID THEN the network is built: only the account knows the ID's name (preflight)
+        network = EfaNetwork(stack, "Network", gpu_availability_zone=gpu_zone, existing=existing)
+        assert network.gpu_availability_zone_name == "us-west-2b"
+        return
+    # WHEN the GPU zone is another zone's name THEN the construct refuses it with one line naming field, value and rule
+    with pytest.raises(ConfigError) as caught:
+        EfaNetwork(stack, "Network", gpu_availability_zone=gpu_zone, existing=existing)
+    assert str(caught.value) == (
+        "EfaNetwork.existing.gpu_subnet.availability_zone: 'us-west-2b': must be gpu_availability_zone (us-west-2a): "
+        "the HyperPod groups run in the GPU subnet, in the zone of their capacity")

@@ -133,3 +133,53 @@ def test_a_name_outside_an_unconfirmed_row_warns_with_its_field(parse, base_conf
     assert "unconfirmed" in zone_warnings[0].message and "preflight" in zone_warnings[0].message
     # AND a confirmed Region's zones warn about nothing
     assert not [w for w in parse(lambda d: None).warnings() if w.path.startswith("network")]
+
+
+@pytest.mark.parametrize("network", ["create", "existing"])
+def test_a_gpu_zone_the_region_lacks_is_one_message(parse, network: str) -> None:
+    # GIVEN a GPU zone us-west-2 does not have, with a created VPC or with the adopted one (its GPU subnet elsewhere)
+    def mutate(data: dict[str, Any]) -> None:
+        if network == "existing":
+            data["network"] = yaml.safe_load(ADOPTED.read_text())["network"]
+        data["network"]["gpu_availability_zone"] = "us-west-2e"
+
+    # WHEN it is loaded
+    message = _error(parse, mutate)
+    # THEN one line says the zone does not exist, without a second one comparing the missing zone with the VPC's
+    assert message == f"dev.yaml: network.gpu_availability_zone: 'us-west-2e': does not exist: the zones of " \
+                      f"us-west-2 are {US_WEST_2}"
+
+
+def test_a_group_in_the_adopted_gpu_subnets_zone_is_in_the_gpu_zone_given_as_an_id(parse) -> None:
+    # GIVEN the adopted network with its GPU zone as an AZ ID, and the prefill group and the endpoint pinned to the
+    # zone the adopted GPU subnet is configured in (us-west-2a)
+    def mutate(data: dict[str, Any], zone: str) -> None:
+        data["network"] = yaml.safe_load(ADOPTED.read_text())["network"]
+        data["network"]["gpu_availability_zone"] = "usw2-az2"
+        data["hyperpod"]["instance_groups"][1]["availability_zone"] = zone
+        data["endpoints"][0]["topology"] = {"availability_zone": zone}
+
+    # WHEN it is loaded THEN it is accepted: the group runs in that subnet (preflight checks the ID is its name)
+    env = parse(lambda d: mutate(d, "us-west-2a"))
+    assert env.hyperpod.instance_groups[1].availability_zone == "us-west-2a"
+    # AND another name is refused, one line per field, naming both forms of the GPU zone the configuration knows
+    lines = _error(parse, lambda d: mutate(d, "us-west-2b")).splitlines()
+    assert lines == [
+        "dev.yaml: hyperpod.instance_groups[1].availability_zone: 'us-west-2b': GPU groups must share one AZ for EFA KV "
+        "transfer: network.gpu_availability_zone (usw2-az2) or the adopted GPU subnet's zone (us-west-2a), the AZ of "
+        "the GPU subnet",
+        "dev.yaml: endpoints[0].topology.availability_zone: 'us-west-2b': must be network.gpu_availability_zone "
+        "(usw2-az2) or the adopted GPU subnet's zone (us-west-2a), the AZ of the prefill and decode groups"]
+
+
+def test_a_name_next_to_a_created_gpu_subnets_az_id_is_refused_saying_to_give_the_id(parse) -> None:
+    # GIVEN a created VPC whose GPU zone is an AZ ID, and the prefill group pinned by a zone name
+    def mutate(data: dict[str, Any]) -> None:
+        data["network"]["gpu_availability_zone"] = "usw2-az2"
+        data["hyperpod"]["instance_groups"][1]["availability_zone"] = "us-west-2b"
+
+    # WHEN it is loaded THEN the one line says why a name cannot match, and what to give instead
+    assert _error(parse, mutate) == (
+        "dev.yaml: hyperpod.instance_groups[1].availability_zone: 'us-west-2b': GPU groups must share one AZ for EFA KV "
+        "transfer: network.gpu_availability_zone (usw2-az2), the AZ of the GPU subnet; it is an AZ ID, and which name "
+        "it has is the account's: give the ID here too")

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from aws_cdk import assertions
 from aws_cdk import aws_s3 as s3
-from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+from cfnlint.schema import PROVIDER_SCHEMA_MANAGER, ResourceNotFoundError
 
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.infra import HyperPodDpdPlatform, apply_guardrails, availability_zone_context
@@ -22,6 +22,7 @@ from hyperpod_dpd.infra.guardrails.stateful import (
     STATEFUL_TYPES,
     create_only_values,
     missing_retention,
+    replaced_resources,
     retain_stateful_resources,
     stateful_resources,
 )
@@ -53,8 +54,9 @@ def _synth(config_dir: Path, outdir: Path, cdk_context: dict[str, Any]) -> Synth
 
 
 def _variant(base: dict[str, Any], *, prefill_nodes: int, replicas: int, threshold: int, image: str | None,
-             max_replicas: int) -> dict[str, Any]:
+             max_replicas: int, tags: dict[str, str] | None = None) -> dict[str, Any]:
     data = copy.deepcopy(base)
+    data["tags"] = {**data.get("tags", {}), **(tags or {})}
     groups = {g["name"]: g for g in data["hyperpod"]["instance_groups"]}
     groups["prefill"]["count"] = prefill_nodes
     groups["system"]["count"] = prefill_nodes
@@ -72,22 +74,42 @@ def _variant(base: dict[str, Any], *, prefill_nodes: int, replicas: int, thresho
 def before_after(tmp_path_factory: pytest.TempPathFactory, base_configs: dict[str, Any],
                  cdk_context: dict[str, Any]) -> tuple[Synthesized, Synthesized]:
     """dev twice: then and after a routine change of instance counts, prefill replicas, routing threshold,
-    worker image tag and autoscaling bounds."""
+    worker image tag, autoscaling bounds and one more tag."""
     results = []
     for name, variant in (("before", _variant(base_configs["dev"], prefill_nodes=2, replicas=1, threshold=4096,
                                               image=None, max_replicas=2)),
                           ("after", _variant(base_configs["dev"], prefill_nodes=3, replicas=2, threshold=2048,
-                                             image="lmcache/vllm-openai:v0.4.3", max_replicas=3))):
+                                             image="lmcache/vllm-openai:v0.4.3", max_replicas=3,
+                                             tags={"cost-center": "ml-serving"}))):
         config_dir = tmp_path_factory.mktemp(f"{name}-config")
         (config_dir / "dev.yaml").write_text(yaml.safe_dump(variant))
         results.append(_synth(config_dir, tmp_path_factory.mktemp(name), cdk_context))
     return results[0], results[1]
 
 
+def _create_only(type_: str) -> list[str]:
+    """The registry schema's createOnlyProperties of a type (cfn-lint's copy); none for a type it lacks."""
+    try:
+        return list(PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-west-2", type_).schema.get("createOnlyProperties", []))
+    except ResourceNotFoundError:
+        return []
+
+
+def _hyperpod(result: Synthesized) -> dict[str, Any]:
+    (cluster,) = [r for r in result.template("dev", "platform")["Resources"].values()
+                  if r["Type"] == "AWS::SageMaker::Cluster"]
+    return cluster["Properties"]
+
+
 def test_the_routine_change_is_real(before_after: tuple[Synthesized, Synthesized]) -> None:
     before, after = before_after
     assert before.template("dev", "platform") != after.template("dev", "platform")
     assert before.template("dev", "endpoints") != after.template("dev", "endpoints")
+    # AND it reaches the HyperPod cluster itself: its prefill count and its tags differ
+    counts = [{g["InstanceGroupName"]: g["InstanceCount"] for g in _hyperpod(r)["InstanceGroups"]} for r in before_after]
+    assert (counts[0]["prefill"], counts[1]["prefill"]) == (2, 3)
+    tags = [{t["Key"]: t["Value"] for t in _hyperpod(r)["Tags"]} for r in before_after]
+    assert "cost-center" not in tags[0] and tags[1]["cost-center"] == "ml-serving"
 
 
 def test_routine_changes_keep_every_stateful_logical_id(before_after: tuple[Synthesized, Synthesized]) -> None:
@@ -101,12 +123,47 @@ def test_routine_changes_touch_no_create_only_property(before_after: tuple[Synth
     changed = []
     for key, template in before.templates.items():
         for logical_id, type_ in stateful_resources(template).items():
-            pointers = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-west-2", type_).schema.get("createOnlyProperties", [])
+            pointers = _create_only(type_)
             old = create_only_values(template["Resources"][logical_id], pointers)
             new = create_only_values(after.templates[key]["Resources"][logical_id], pointers)
             if old != new:
                 changed.append((key, logical_id, {p for p in pointers if old[p] != new[p]}))
     assert changed == []
+
+
+def test_routine_changes_replace_no_resource_of_any_type(before_after: tuple[Synthesized, Synthesized]) -> None:
+    # GIVEN the routine change above, WHEN every resource of every stack is compared with the registry schemas
+    before, after = before_after
+    replaced = {key: replaced_resources(template, after.templates[key], _create_only)
+                for key, template in before.templates.items()}
+    # THEN nothing is replaced: no stateful resource, and no role, function or rule whose new physical id would reach
+    # a stateful resource's create-only property (the EKS cluster's RoleArn, the HyperPod cluster's VpcConfig)
+    assert {key: why for key, why in replaced.items() if why} == {}
+
+
+def test_a_replaced_role_replaces_the_cluster_that_points_at_it() -> None:
+    # GIVEN an EKS cluster whose create-only RoleArn is its role's Arn, and a change that renames the role
+    def template(role_name: str) -> dict[str, Any]:
+        return {"Resources": {
+            "Role": {"Type": "AWS::IAM::Role", "Properties": {"RoleName": role_name}},
+            "Cluster": {"Type": "AWS::EKS::Cluster", "Properties": {"RoleArn": {"Fn::GetAtt": ["Role", "Arn"]}}},
+            "HyperPod": {"Type": "AWS::SageMaker::Cluster", "Properties": {
+                "Orchestrator": {"Eks": {"ClusterArn": {"Fn::GetAtt": "Cluster.Arn"}}}}},
+            "Queue": {"Type": "AWS::SQS::Queue", "Properties": {"Tags": [{"Key": "k", "Value": role_name}]}}}}
+
+    before, after = template("eks-a"), template("eks-b")
+    # WHEN the replacements are computed
+    replaced = replaced_resources(before, after, _create_only)
+    # THEN the role (RoleName is create-only), and through it the EKS cluster and the HyperPod cluster, are replaced,
+    # although neither cluster's own template text changed; the queue's tag update replaces nothing
+    assert replaced == {"Role": "create-only /properties/RoleName changed",
+                        "Cluster": "a create-only property points at replaced Role",
+                        "HyperPod": "a create-only property points at replaced Cluster"}
+    assert create_only_values(before["Resources"]["Cluster"], _create_only("AWS::EKS::Cluster")) == \
+        create_only_values(after["Resources"]["Cluster"], _create_only("AWS::EKS::Cluster"))
+    # AND a resource that is gone from the template is reported as such
+    del after["Resources"]["Queue"]
+    assert replaced_resources(before, after, _create_only)["Queue"] == "removed or renamed"
 
 
 def test_the_endpoint_keeps_its_name_across_routine_changes(before_after: tuple[Synthesized, Synthesized]) -> None:
