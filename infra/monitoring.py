@@ -10,7 +10,9 @@
 * CloudWatch Logs metric filters, each with an alarm on the topic: the HyperPod health-monitoring agent's events in
   the cluster's log group ``/aws/sagemaker/Clusters/<name>/<id>`` (always), and the decoder's ``Failed to allocate
   memory object`` lines in the container log group (the cluster's when the add-on ships logs, or
-  ``alerts.container_log_group``).
+  ``alerts.container_log_group``). Both fire on a matching line and treat no data as healthy, so the container log
+  group also gets the fail-safe ``VllmLogsMissing``: a filter counting vLLM's periodic lines and an alarm that treats
+  missing data as breaching, which fires when none arrives for ``alerts.container_logs_missing_minutes``.
 
 The HyperPod service creates the cluster log group while it creates the cluster; the filters refer to the cluster's
 ARN, so CloudFormation creates them after the cluster.
@@ -34,7 +36,7 @@ from hyperpod_dpd.infra.arns import arn
 from hyperpod_dpd.infra.hyperpod_cluster import HyperPodCluster
 from hyperpod_dpd.infra.inference_operator import InferenceOperator
 from hyperpod_dpd.infra.observability import ObservabilityDestination
-from hyperpod_dpd.monitoring.alerts import LOG_ALARMS, LogAlarm, alertmanager_definition, rules_yaml
+from hyperpod_dpd.monitoring.alerts import LogAlarm, alertmanager_definition, log_alarms, rules_yaml
 from hyperpod_dpd.monitoring.metrics import Source, cloudwatch_namespace
 
 CLUSTER_LOG_GROUP_PREFIX = "/aws/sagemaker/Clusters"
@@ -59,8 +61,9 @@ class DpdMonitoring(Construct):
             CloudWatch log alarms exist: the Prometheus metrics go nowhere). Default: None.
         removal_policy: of the topic's KMS key. Default: destroy.
 
-    Attributes: ``topic``, ``key``, ``rules`` (None without a destination), ``alarms`` and ``metric_filters`` (by
-    metric name), ``log_groups`` (by metric name).
+    Attributes: ``topic``, ``key``, ``rules`` (None without a destination), ``alarms`` (by alarm name:
+    ``DecoderBufferOverflow``, ``VllmLogsMissing``, ``NodeHealthEvents``), ``metric_filters`` and ``log_groups`` (by
+    metric name).
     """
 
     def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig, hyperpod_cluster_arn: str,
@@ -109,7 +112,7 @@ class DpdMonitoring(Construct):
         container_logs = config.alerts.container_log_group or (
             cluster_logs if config.operator.observability.enabled and config.operator.observability.logging else None)
         sources = {Source.HEALTH_AGENT_LOG: cluster_logs, Source.CONTAINER_LOG: container_logs}
-        for alarm in LOG_ALARMS:
+        for alarm in log_alarms(config.alerts):
             group = sources[alarm.metric.source]
             if group is not None:
                 self._log_alarm(alarm, group, cloudwatch_namespace(cluster_name), config.name)
@@ -140,13 +143,21 @@ class DpdMonitoring(Construct):
             self, f"{metric.name}Filter", log_group=group, filter_pattern=logs.FilterPattern.literal(metric.log_pattern),
             metric_namespace=namespace, metric_name=metric.name, metric_value="1")
         period = cdk.Duration.minutes(alarm.period_minutes)
-        self.alarms[metric.name] = cloudwatch.Alarm(
-            self, f"{metric.name}Alarm", threshold=1, evaluation_periods=1,
+        # A metric filter publishes nothing for a period without a matching line: "no data" is healthy for an alarm
+        # on a line that should not appear, and the very failure for a companion on lines that should. Without
+        # DatapointsToAlarm, every one of the evaluation periods must breach (an M-of-N alarm with M = N).
+        if alarm.absent:
+            comparison = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
+            missing = cloudwatch.TreatMissingData.BREACHING
+        else:
+            comparison = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+            missing = cloudwatch.TreatMissingData.NOT_BREACHING
+        self.alarms[alarm.name] = cloudwatch.Alarm(
+            self, f"{alarm.name}Alarm", threshold=1, evaluation_periods=alarm.evaluation_periods,
             metric=cloudwatch.Metric(namespace=namespace, metric_name=metric.name, statistic="Sum", period=period),
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            comparison_operator=comparison, treat_missing_data=missing,
             alarm_description=f"[{alarm.severity}] {environment}: {alarm.description}")
-        self.alarms[metric.name].add_alarm_action(cw_actions.SnsAction(self.topic))
+        self.alarms[alarm.name].add_alarm_action(cw_actions.SnsAction(self.topic))
 
 
 def build_monitoring(scope: Construct, *, config: EnvironmentConfig, hyperpod: HyperPodCluster,

@@ -28,6 +28,14 @@ DEFAULT_FALLBACK_RATIO = 0.8  # share of requests that skip the prefiller (under
 # (aws/sagemaker-hyperpod-cluster-setup @ b920fcf, .../dashboards/templates/inference.json, panel "Percentage of
 # Successful Requests", override "Error Rate").
 DEFAULT_ERROR_RATIO = 0.05
+# How long the container log group may hold no vLLM line before VllmLogsMissing warns that DecoderBufferOverflow is
+# blind. A scraped vLLM writes an access line every scrape (IEC metricsScrapeIntervalSeconds: 15 by default, at most
+# 300) and a busy one a stats line every 10 s, but an idle one whose scrapes are not access-logged writes nothing
+# (docs/monitoring.md, "Container logs missing"), so the default allows an idle hour. In 5-minute periods: a
+# CloudWatch alarm with a period under one hour looks back at most one day (PutMetricAlarm, Period: "the total
+# evaluation period can't be longer than one day (86,400 seconds)").
+DEFAULT_CONTAINER_LOGS_MISSING_MINUTES = 60
+CONTAINER_LOGS_MISSING_STEP_MINUTES = 5
 
 EmailAddress = Annotated[str, pattern(r"[^@\s]+@[^@\s]+\.[^@\s]+", "an e-mail address such as 'oncall@example.com'")]
 HttpsUrl = Annotated[str, pattern(r"https://[^\s/]+(/\S*)?", "an https:// URL such as 'https://hooks.example.com/dpd'")]
@@ -49,7 +57,8 @@ class AlertsConfig(Model):
     """Where an environment's DPD alerts go: an SNS topic (KMS-encrypted, TLS only) with optional subscriptions.
 
     ``container_log_group``: the CloudWatch Logs group the decoder's container logs land in, when not the HyperPod
-    cluster's own (the observability add-on's ``logging`` writes there); the buffer-overflow alarm watches it.
+    cluster's own (the observability add-on's ``logging`` writes there); the buffer-overflow alarm watches it, and
+    ``container_logs_missing_minutes`` is how long it may hold no vLLM line before the logs-missing companion warns.
 
     The ``no_*_reason`` keys switch a guard off on purpose, with the reason in the file: a production environment with
     endpoints is refused without its SLO alerts, its buffer-overflow alarm or anyone receiving them
@@ -64,6 +73,8 @@ class AlertsConfig(Model):
     kv_transfer_p99_ms: int = Field(default=DEFAULT_KV_TRANSFER_P99_MS, ge=1, lt=KV_STORE_HIGHEST_BUCKET_MS)
     fallback_ratio: float = Field(default=DEFAULT_FALLBACK_RATIO, gt=0, lt=1)  # a share of 1 is never exceeded
     error_ratio: float = Field(default=DEFAULT_ERROR_RATIO, gt=0, lt=1)  # likewise
+    container_logs_missing_minutes: int = Field(default=DEFAULT_CONTAINER_LOGS_MISSING_MINUTES, ge=15, le=1440,
+                                                multiple_of=CONTAINER_LOGS_MISSING_STEP_MINUTES)
     no_slo_alerts_reason: Reason | None = None
     no_log_alarm_reason: Reason | None = None
     no_subscribers_reason: Reason | None = None

@@ -2,8 +2,8 @@
 
 * Prometheus rules (one group per endpoint, one for the nodes) for an Amazon Managed Prometheus rule groups
   namespace: :func:`rule_groups` / :func:`rules_yaml`.
-* CloudWatch alarms on log metric filters (the decoder's buffer overflow, the health agent's events):
-  :data:`LOG_ALARMS`.
+* CloudWatch alarms on log metric filters (the decoder's buffer overflow, the health agent's events, and the
+  companion that fires when the container logs stop arriving): :func:`log_alarms`.
 * The alert manager definition that routes every Prometheus alert to the environment's SNS topic:
   :func:`alertmanager_definition`.
 
@@ -18,7 +18,7 @@ from typing import Any, Literal
 import yaml
 
 from hyperpod_dpd.config import EnvironmentConfig
-from hyperpod_dpd.config.alerts import AlertsConfig, SloConfig
+from hyperpod_dpd.config.alerts import CONTAINER_LOGS_MISSING_STEP_MINUTES, AlertsConfig, SloConfig
 from hyperpod_dpd.errors import ConfigError, Issue
 from hyperpod_dpd.monitoring.metrics import (
     METRICS,
@@ -293,22 +293,69 @@ def all_rules(config: EnvironmentConfig) -> list[AlertRule]:
 
 @dataclass(frozen=True)
 class LogAlarm:
-    """A CloudWatch alarm on one log metric: any matching line within ``period_minutes`` raises it."""
+    """A CloudWatch alarm on one log metric, on the environment's SNS topic.
+
+    By default any matching line within ``period_minutes`` raises it and no line is healthy (missing data does not
+    breach). With ``absent``, it is the fail-safe companion of the alarm named in ``guards``: it fires when the
+    metric counts no line in each of ``evaluation_periods`` periods in a row (missing data breaches), the sign that
+    the log lines the guarded alarm reads do not arrive. ``name``: the alarm's name in the toolkit (default the
+    metric's).
+    """
 
     metric: Metric
     severity: Severity
     description: str
     period_minutes: int = 5
+    absent: bool = False
+    evaluation_periods: int = 1
+    guards: str | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.metric.name)
+        if self.absent != (self.guards is not None):
+            raise ValueError(f"{self.name}: an absence alarm names the alarm it guards, and only it does")
 
 
-LOG_ALARMS: tuple[LogAlarm, ...] = (
-    LogAlarm(METRICS["buffer_overflow"], "warning",
-             "A decoder logged 'Failed to allocate memory object, retrying...': its PD buffer is full and KV transfers "
-             "wait. Raise pd_buffer_size, scale decode, or reduce concurrency (docs/monitoring.md)."),
-    LogAlarm(METRICS["node_health_events"], "critical",
-             "The HyperPod health-monitoring agent reported a node health event (GPU XID/ECC, NVLink, EFA); the node "
-             "is rebooted or replaced. Read its SagemakerHealthMonitoringAgent log stream (docs/monitoring.md)."),
-)
+BUFFER_OVERFLOW_ALARM = LogAlarm(
+    METRICS["buffer_overflow"], "warning",
+    "A decoder logged 'Failed to allocate memory object, retrying...': its PD buffer is full and KV transfers wait. "
+    "Raise pd_buffer_size, scale decode, or reduce concurrency (docs/monitoring.md).")
+NODE_HEALTH_ALARM = LogAlarm(
+    METRICS["node_health_events"], "critical",
+    "The HyperPod health-monitoring agent reported a node health event (GPU XID/ECC, NVLink, EFA); the node is "
+    "rebooted or replaced. Read its SagemakerHealthMonitoringAgent log stream (docs/monitoring.md).")
+# Log alarms left without an absence companion, and why none can tell their logs missing from healthy.
+NO_ABSENCE_COMPANION = {
+    NODE_HEALTH_ALARM.name: "the health-monitoring agent's stream in the HyperPod cluster's own log group: HyperPod "
+                            "documents only its detection events, no line it writes while every node is healthy, so "
+                            "an absence alarm would fire on every healthy cluster",
+}
+
+
+def container_logs_missing_alarm(alerts: AlertsConfig) -> LogAlarm:
+    """``VllmLogsMissing``: no vLLM line in the container log group for ``alerts.container_logs_missing_minutes``
+    (5-minute periods, every one without a line). Without it a broken log pipeline (the add-on's logging off or
+    failing, a wrong ``alerts.container_log_group``) would leave ``DecoderBufferOverflow`` green for ever."""
+    minutes = alerts.container_logs_missing_minutes
+    return LogAlarm(
+        METRICS["vllm_log_lines"], "warning",
+        f"VllmLogsMissing: no vLLM stats or metrics-scrape line reached the container log group for {minutes} min, "
+        f"so {BUFFER_OVERFLOW_ALARM.name} cannot fire. Check operator.observability.logging or "
+        "alerts.container_log_group and the log collector; an idle decoder whose scrapes are not access-logged is "
+        "silent too: raise alerts.container_logs_missing_minutes (docs/monitoring.md, 'Container logs missing').",
+        period_minutes=CONTAINER_LOGS_MISSING_STEP_MINUTES, absent=True,
+        evaluation_periods=minutes // CONTAINER_LOGS_MISSING_STEP_MINUTES, guards=BUFFER_OVERFLOW_ALARM.name,
+        name="VllmLogsMissing")
+
+
+def log_alarms(alerts: AlertsConfig) -> tuple[LogAlarm, ...]:
+    """The CloudWatch log alarms of an environment with these ``alerts`` settings."""
+    return BUFFER_OVERFLOW_ALARM, container_logs_missing_alarm(alerts), NODE_HEALTH_ALARM
+
+
+LOG_ALARMS: tuple[LogAlarm, ...] = log_alarms(AlertsConfig())  # at the defaults (the metrics do not depend on them)
 
 
 def alertmanager_definition(topic_arn: str, region: str, subject: str = "hyperpod-dpd") -> str:

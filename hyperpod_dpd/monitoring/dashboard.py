@@ -2,7 +2,7 @@
 
 Panels follow the DPD page's dashboard ("Observability": E2E TTFT, Prefill TTFT, Prefill/Decode Queue, Prefill Time,
 Decode Latency (TPOT), KV Transfer Time, DPD Routing Counts), plus the decoder's KV load time, the request error
-ratio, the GPU faults and the two CloudWatch log metrics the alerts watch. Queries come from the same builders as the
+ratio, the GPU faults and the three CloudWatch log metrics the alarms watch. Queries come from the same builders as the
 alert rules (:mod:`hyperpod_dpd.monitoring.metrics`, :mod:`hyperpod_dpd.monitoring.signals`), with the endpoint picked
 by the ``$endpoint`` variable: its values are endpoint names and every query matches ``resource_name=~"$endpoint-<hex>"``,
 so every generation of the endpoint's IEC is shown (Grafana's Prometheus data source escapes a multi-value variable's
@@ -147,6 +147,8 @@ def rows(config: EnvironmentConfig) -> tuple[Row, ...]:
                       (METRICS["buffer_overflow"],), datasource="cloudwatch"),
             PanelSpec("Node health events", METRICS["node_health_events"].description, "short",
                       (METRICS["node_health_events"],), datasource="cloudwatch"),
+            PanelSpec("vLLM log lines (container logs arriving)", METRICS["vllm_log_lines"].description, "short",
+                      (METRICS["vllm_log_lines"],), datasource="cloudwatch"),
         )),
     )
 

@@ -63,6 +63,24 @@ VLLM_LOGGERS = "vllm-project/vllm vllm/v1/metrics/loggers.py"
 # (DpdTpotMetricsMissing says so).
 VLLM_PER_REQUEST_TPOT = "vllm-project/vllm #24015 ([V1][Metrics] Add per-request TPOT histogram)"
 VLLM_LOGGERS_BEFORE_TPOT = "vllm-project/vllm vllm/v1/metrics/loggers.py @ 005a810"
+# What vLLM writes to its container log on its own (the evidence that the container logs arrive; VllmLogLines):
+# * the stats line, "Engine 000: Avg prompt throughput: ... tokens/s, Avg generation throughput: ...": written by
+#   LoggingStatLogger.log at INFO while this or the previous interval had tokens, at DEBUG ("Avoid log noise on an
+#   idle production system") when both were idle; VLLM_LOGGING_LEVEL defaults to INFO, so an idle engine writes none;
+VLLM_STATS_LINE = "vllm-project/vllm vllm/v1/metrics/loggers.py @ 005a810 (LoggingStatLogger.log)"
+#   called every VLLM_LOG_STATS_INTERVAL seconds (default 10) by the API server's lifespan task _force_log, through
+#   AsyncLLM.do_log_stats, unless --disable-log-stats;
+VLLM_STATS_INTERVAL = ("vllm-project/vllm vllm/entrypoints/serve/utils/server_utils.py @ 0753cee (lifespan, _force_log); "
+                       "vllm/envs.py (VLLM_LOG_STATS_INTERVAL, default 10.; VLLM_LOGGING_LEVEL, default INFO @ 001f69f)")
+# * one access line per HTTP request, metrics scrapes included: uvicorn's access logger writes
+#   '<client> - "GET /metrics HTTP/1.1" 200' to stdout, on by default; vLLM passes
+#   access_log=not args.disable_uvicorn_access_log. The IEC's model metrics are scraped on the vLLM port at the
+#   CRD's default path /metrics every metricsScrapeIntervalSeconds (default 15, at most 300; k8s/endpoint.py sets
+#   the port, k8s/crds/ holds the schema), so a scraped vLLM writes one even when idle.
+UVICORN_ACCESS_LINE = ("encode/uvicorn uvicorn/config.py @ 00cb13d (LOGGING_CONFIG, formatter 'access', access_log=True); "
+                       "vllm-project/vllm vllm/entrypoints/openai/api_server.py @ 0001948 (build_and_serve, access_log)")
+VLLM_STATS_TERM = "Avg prompt throughput"
+SCRAPE_ACCESS_TERM = "GET /metrics"
 # NVIDIA's stock counter list of the DCGM exporter enables DCGM_FI_DEV_XID_ERRORS but leaves the four ECC fields
 # (DCGM_FI_DEV_ECC_{SBE,DBE}_{VOL,AGG}_TOTAL) commented out: an exporter on its defaults has no ECC series at all.
 DCGM_DEFAULT_COUNTERS = "NVIDIA/dcgm-exporter etc/default-counters.csv @ 00d6d34"
@@ -245,6 +263,13 @@ METRICS: Mapping[str, Metric] = _catalogue(
            "full and KV transfers wait; raise the buffer, scale decode or reduce concurrency",
            f"{DPD_TROUBLESHOOTING} (KV cache transfer issues)",
            log_pattern='"Failed to allocate memory object"'),
+    Metric("vllm_log_lines", "VllmLogLines", "log", "short", Source.CONTAINER_LOG,
+           f"vLLM lines in the container log group: the stats line ('{VLLM_STATS_TERM}', every 10 s per engine "
+           f"while tokens flow) and the access line of each metrics scrape ('{SCRAPE_ACCESS_TERM}', every scrape "
+           "interval, idle or not, while uvicorn's access log is on); none for a long time means the container logs "
+           "do not arrive and DecoderBufferOverflow cannot fire",
+           f"{VLLM_STATS_LINE}; {VLLM_STATS_INTERVAL}; {UVICORN_ACCESS_LINE}",
+           log_pattern=f'?"{VLLM_STATS_TERM}" ?"{SCRAPE_ACCESS_TERM}"'),
     Metric("node_health_events", "NodeHealthEvents", "log", "short", Source.HEALTH_AGENT_LOG,
            "Health events of the HyperPod health-monitoring agent (GPU XID and ECC errors, NVLink, EFA): each "
            "marks a node for reboot or replacement", HMA_DOC,

@@ -1,10 +1,13 @@
-"""DpdMonitoring: the SNS topic, the AMP rules and alert manager, the log metric filters and alarms, and their wiring
-into every environment with endpoints through build_platform."""
+"""DpdMonitoring: the SNS topic, the AMP rules and alert manager, the log metric filters and alarms (with the companion
+that fires when the container logs stop arriving), and their wiring into every environment with endpoints through
+build_platform."""
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +17,12 @@ import yaml
 from aws_cdk.assertions import Match, Template
 
 from hyperpod_dpd.config import EnvironmentConfig, parse_environment
+from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra.guardrails import apply_guardrails
 from hyperpod_dpd.infra.monitoring import DpdMonitoring
 from hyperpod_dpd.infra.observability import ObservabilityDestination
+from hyperpod_dpd.monitoring.alerts import LOG_ALARMS, NO_ABSENCE_COMPANION
+from hyperpod_dpd.monitoring.metrics import METRICS
 from tests.paths import FIXTURE_CONFIG_DIR
 from tests.validators import cfn_lint_findings, report_violations, validation_report
 
@@ -150,8 +156,9 @@ def test_log_metric_filters_watch_the_health_agent_and_the_decoder(with_workspac
     _, template, _, _ = with_workspace
     filters = {f["Properties"]["MetricTransformations"][0]["MetricName"]: f["Properties"]
                for f in _of_type(template, "AWS::Logs::MetricFilter").values()}
-    assert set(filters) == {"DecoderBufferOverflow", "NodeHealthEvents"}
+    assert set(filters) == {"DecoderBufferOverflow", "NodeHealthEvents", "VllmLogLines"}
     assert filters["DecoderBufferOverflow"]["FilterPattern"] == '"Failed to allocate memory object"'
+    assert filters["VllmLogLines"]["FilterPattern"] == '?"Avg prompt throughput" ?"GET /metrics"'
     assert filters["NodeHealthEvents"]["FilterPattern"] == '{ $.HealthMonitoringAgentDetectionEvent = "HealthEvent" }'
     for properties in filters.values():
         # the HyperPod cluster's own log group: /aws/sagemaker/Clusters/<name>/<id from the cluster ARN>
@@ -165,12 +172,114 @@ def test_each_log_metric_has_an_alarm_on_the_topic(with_workspace) -> None:
     assertions, template, _, _ = with_workspace
     (topic_id,) = _of_type(template, "AWS::SNS::Topic")
     alarms = {a["Properties"]["MetricName"]: a["Properties"] for a in _of_type(template, "AWS::CloudWatch::Alarm").values()}
-    assert set(alarms) == {"DecoderBufferOverflow", "NodeHealthEvents"}
-    for alarm in alarms.values():
+    assert set(alarms) == {"DecoderBufferOverflow", "NodeHealthEvents", "VllmLogLines"}
+    for name in ("DecoderBufferOverflow", "NodeHealthEvents"):  # a matching line raises them
+        alarm = alarms[name]
         assert (alarm["Threshold"], alarm["Statistic"], alarm["Period"]) == (1, "Sum", 300)
         assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
-        assert alarm["TreatMissingData"] == "notBreaching"
+        assert (alarm["TreatMissingData"], alarm["EvaluationPeriods"]) == ("notBreaching", 1)
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+
+
+def _alarms_by_metric(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {a["Properties"]["MetricName"]: a["Properties"] for a in _of_type(template, "AWS::CloudWatch::Alarm").values()}
+
+
+def _filters_by_metric(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {f["Properties"]["MetricTransformations"][0]["MetricName"]: f["Properties"]
+            for f in _of_type(template, "AWS::Logs::MetricFilter").values()}
+
+
+def test_container_logs_missing_companion_fires_when_no_vllm_line_arrives(with_workspace) -> None:
+    # GIVEN an environment whose container logs the add-on ships (alerts.container_logs_missing_minutes at its default)
+    _, template, _, _ = with_workspace
+    alarms, filters = _alarms_by_metric(template), _filters_by_metric(template)
+    companion, guarded = alarms["VllmLogLines"], alarms["DecoderBufferOverflow"]
+    # THEN its filter counts vLLM's periodic lines in the very log group the buffer-overflow filter reads
+    assert filters["VllmLogLines"]["LogGroupName"] == filters["DecoderBufferOverflow"]["LogGroupName"]
+    assert filters["VllmLogLines"]["MetricTransformations"] == [
+        {"MetricName": "VllmLogLines", "MetricNamespace": "HyperPodDPD/hpdpd-dev", "MetricValue": "1"}]
+    # AND its alarm breaches on silence: fewer than one line, or no data at all, in each of 12 periods of 5 minutes
+    assert (companion["Namespace"], companion["Statistic"], companion["Period"]) == ("HyperPodDPD/hpdpd-dev", "Sum", 300)
+    assert (companion["Threshold"], companion["ComparisonOperator"]) == (1, "LessThanThreshold")
+    assert (companion["EvaluationPeriods"], companion.get("DatapointsToAlarm", 12)) == (12, 12)
+    assert companion["TreatMissingData"] == "breaching"
+    # AND it notifies whoever the guarded alarm notifies, as a warning that names it
+    assert companion["AlarmActions"] == guarded["AlarmActions"]
+    assert companion["AlarmDescription"].startswith("[warning] dev: VllmLogsMissing: ")
+    assert "60 min" in companion["AlarmDescription"] and "DecoderBufferOverflow" in companion["AlarmDescription"]
+
+
+def test_companion_window_follows_the_configuration(base_configs, tmp_path: Path) -> None:
+    # GIVEN a user's own container log group and a three-hour window
+    data = copy.deepcopy(base_configs["dev"])
+    data["operator"]["observability"] = {"enabled": False}
+    data["alerts"] = {"container_log_group": LOG_GROUP, "container_logs_missing_minutes": 180}
+    config = parse_environment(data, name="dev", source="dev.yaml", base_dir=FIXTURE_CONFIG_DIR.parent)
+    # WHEN the monitoring is synthesized
+    _, template, _ = _synth(tmp_path, lambda stack, arn: DpdMonitoring(stack, "Monitoring", config=config,
+                                                                       hyperpod_cluster_arn=arn))
+    # THEN the companion watches that group over 36 periods of 5 minutes
+    assert _filters_by_metric(template)["VllmLogLines"]["LogGroupName"] == LOG_GROUP
+    companion = _alarms_by_metric(template)["VllmLogLines"]
+    assert (companion["Period"], companion["EvaluationPeriods"]) == (300, 36)
+    assert "180 min" in companion["AlarmDescription"]
+
+
+@pytest.mark.parametrize(("minutes", "message"), [
+    (10, "Input should be greater than or equal to 15"),  # shorter than a few scrapes and stats intervals
+    (62, "Input should be a multiple of 5"),  # whole 5-minute periods
+    (1445, "Input should be less than or equal to 1440"),  # PutMetricAlarm: one day for periods under an hour
+])
+def test_a_window_cloudwatch_cannot_evaluate_is_a_one_line_error(base_configs, minutes: int, message: str) -> None:
+    # GIVEN a window outside 15-1440 minutes in whole periods WHEN the file loads THEN one line names field and value
+    data = copy.deepcopy(base_configs["dev"])
+    data["alerts"] = {"container_logs_missing_minutes": minutes}
+    with pytest.raises(ConfigError) as raised:
+        parse_environment(data, name="dev", source="dev.yaml", base_dir=FIXTURE_CONFIG_DIR.parent)
+    (line,) = [x for x in str(raised.value).splitlines() if "container_logs_missing_minutes" in x]
+    assert line.startswith(f"dev.yaml: alerts.container_logs_missing_minutes: {minutes}: {message}")
+
+
+def test_every_log_alarm_that_is_silent_without_data_has_a_companion(with_workspace) -> None:
+    # GIVEN the synthesized alarms and filters WHEN an alarm treats missing data as healthy THEN another alarm, on a
+    # filter of the same log group and with the same actions, treats missing data as breaching, unless the catalogue
+    # says why no line can be expected there (NO_ABSENCE_COMPANION)
+    _, template, _, _ = with_workspace
+    alarms, filters = _alarms_by_metric(template), _filters_by_metric(template)
+    group = {name: json.dumps(f["LogGroupName"], sort_keys=True) for name, f in filters.items()}
+    for name, alarm in alarms.items():
+        if alarm["TreatMissingData"] == "breaching" or name in NO_ABSENCE_COMPANION:
+            continue
+        companions = [other for o, other in alarms.items() if other["TreatMissingData"] == "breaching"
+                      and group[o] == group[name] and other["AlarmActions"] == alarm["AlarmActions"]]
+        assert companions, f"{name} stays green while its log group {group[name]} receives nothing"
+    # AND the catalogue agrees: each companion guards an alarm of its own source, every exemption is a real alarm
+    by_name = {a.name: a for a in LOG_ALARMS}
+    for alarm in LOG_ALARMS:
+        if alarm.absent:
+            assert alarm.guards in by_name and by_name[alarm.guards].metric.source == alarm.metric.source
+    assert set(NO_ABSENCE_COMPANION) <= set(by_name)
+
+
+def test_companion_terms_are_in_the_lines_vllm_and_uvicorn_write() -> None:
+    # GIVEN the lines as their upstream format strings render them (CloudWatch terms match case-sensitively):
+    # vLLM's LoggingStatLogger.log (vllm/v1/metrics/loggers.py @ 005a810) and uvicorn's access formatter
+    # (uvicorn/config.py @ 00cb13d, '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s')
+    stats = logging.makeLogRecord({
+        "msg": "Engine %03d: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, "
+               "Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%",
+        "args": (0, 0.0, 41.7, 3, 0, 12.5, 0.0)}).getMessage()
+    access = logging.Formatter('%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s').format(
+        logging.makeLogRecord({"levelprefix": "INFO:    ", "client_addr": "10.1.2.3:51234",
+                               "request_line": "GET /metrics HTTP/1.1", "status_code": "200 OK"}))
+    pattern = METRICS["vllm_log_lines"].log_pattern
+    # WHEN the pattern is read as CloudWatch's "?term ?term" (any of the quoted terms)
+    terms = re.findall(r'\?"([^"]+)"', pattern)
+    assert pattern == " ".join(f'?"{t}"' for t in terms)
+    # THEN each kind of line holds one of its terms, and the buffer-overflow line is not mistaken for either
+    assert any(t in stats for t in terms) and any(t in access for t in terms)
+    assert not any(t in "Failed to allocate memory object, retrying..." for t in terms)
 
 
 def test_configured_subscribers_are_subscribed(with_workspace) -> None:
@@ -197,8 +306,8 @@ def test_without_the_addon_only_the_cloudwatch_alarms_exist(without_workspace) -
     assert services == ["cloudwatch.amazonaws.com"]
     groups = {f["Properties"]["MetricTransformations"][0]["MetricName"]: f["Properties"]["LogGroupName"]
               for f in _of_type(template, "AWS::Logs::MetricFilter").values()}
-    assert groups["DecoderBufferOverflow"] == LOG_GROUP  # alerts.container_log_group
-    assert len(_of_type(template, "AWS::CloudWatch::Alarm")) == 2
+    assert groups["DecoderBufferOverflow"] == groups["VllmLogLines"] == LOG_GROUP  # alerts.container_log_group
+    assert len(_of_type(template, "AWS::CloudWatch::Alarm")) == 3
 
 
 def test_bad_rules_fail_before_any_resource_is_made(base_configs, monkeypatch: pytest.MonkeyPatch) -> None:
