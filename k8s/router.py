@@ -43,6 +43,12 @@ def _dpd_pods(*roles: DpdRole) -> k8s.LabelSelector:
         key=defaults.DPD_ROLE_LABEL, operator="In", values=list(roles or defaults.DPD_ROLES))])
 
 
+def _not_dpd_pods() -> k8s.LabelSelector:
+    """Pods without the DPD role label: a client namespace's clients, not the workers that may share it."""
+    return k8s.LabelSelector(match_expressions=[k8s.LabelSelectorRequirement(
+        key=defaults.DPD_ROLE_LABEL, operator="DoesNotExist")])
+
+
 def _tcp(*ports: int) -> list[k8s.NetworkPolicyPort]:
     return [k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(p), protocol="TCP") for p in ports]
 
@@ -117,16 +123,19 @@ class EndpointRouter(Construct):
         return self.endpoint.router_pod_labels_for(self.endpoint.resource_name)
 
     def _router_policy(self) -> k8s.KubeNetworkPolicy:
-        """Router pods: clients and the load balancer on the container port, the endpoint's prefill pods on the PD
-        proxy port (and every worker on the LMCache controller port with kvaware), metrics collection; out to the
+        """Router pods: clients (the client namespaces' pods other than DPD workers) and the load balancer on the
+        container port, the endpoint's prefill pods on every port (their PD proxy reports, on a port the operator does
+        not document), every worker on the LMCache controller port with kvaware, metrics collection; out to the
         endpoint's workers, DNS, HTTPS and the observability add-on."""
         e = self.endpoint
-        clients = [_namespace_peer(ns) for ns in e.client_namespaces]
+        # the workers share the endpoint's namespace, the default client namespace, but never call the router's API
+        clients = [_namespace_peer(ns, _not_dpd_pods()) for ns in e.client_namespaces]
         clients += [k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=cidr)) for cidr in self.external_cidrs]
         ingress = [
             k8s.NetworkPolicyIngressRule(from_=clients, ports=_tcp(defaults.ROUTER_CONTAINER_PORT)),
-            k8s.NetworkPolicyIngressRule(from_=[_namespace_peer(e.namespace, _dpd_pods("prefill"))],
-                                         ports=_tcp(defaults.ROUTER_PD_PROXY_PORT)),
+            # the LMCache senders' "transfer done" reports: every port, the operator's pd_proxy_port is undocumented
+            # and a dropped one stalls the prefiller instead of failing (defaults.ROUTER_PD_PROXY_PORT)
+            k8s.NetworkPolicyIngressRule(from_=[_namespace_peer(e.namespace, _dpd_pods("prefill"))]),
         ]
         if e.routing.strategy == "kvaware":
             ingress.append(k8s.NetworkPolicyIngressRule(from_=[_namespace_peer(e.namespace, _dpd_pods())],
@@ -143,16 +152,16 @@ class EndpointRouter(Construct):
 
     def _worker_policy(self) -> k8s.KubeNetworkPolicy:
         """Prefill and decode pods: the router, each other and metrics collection on any port; out to each other,
-        the router's reporting ports, DNS, HTTPS and the observability add-on.
+        the operator's namespace, DNS, HTTPS and the observability add-on.
 
         The router pods' labels are an assumption, so the operator's namespace is the router's peer here: a wrong
-        guess must not cut the router off its workers. Between prefill and decode every port is open because the
-        LMCache/NIXL side-channel ports (one per tensor-parallel rank) are set by the operator and undocumented.
+        guess must not cut the router off its workers, nor the prefillers off the router. Between prefill and decode,
+        and from the workers to the operator's namespace, every port is open: the LMCache/NIXL side-channel ports (one
+        per tensor-parallel rank) and the PD proxy port are set by the operator and undocumented, and a blocked
+        report stalls the prefiller (defaults.ROUTER_PD_PROXY_PORT). The router policy, when its labels match, is what
+        narrows the workers' traffic to the router (prefill on every port, decode only on the kvaware controller port).
         """
         e = self.endpoint
-        router_ports = [defaults.ROUTER_PD_PROXY_PORT]
-        if e.routing.strategy == "kvaware":
-            router_ports.append(defaults.LMCACHE_CONTROLLER_PORT)
         workers = k8s.NetworkPolicyPeer(pod_selector=_dpd_pods())
         return k8s.KubeNetworkPolicy(
             self, "WorkerPolicy",
@@ -162,7 +171,7 @@ class EndpointRouter(Construct):
                 ingress=[k8s.NetworkPolicyIngressRule(from_=[_namespace_peer(INFERENCE_NAMESPACE), workers,
                                                              _namespace_peer(OBSERVABILITY_NAMESPACE)])],
                 egress=[k8s.NetworkPolicyEgressRule(to=[workers]),
-                        k8s.NetworkPolicyEgressRule(to=[_namespace_peer(INFERENCE_NAMESPACE)], ports=_tcp(*router_ports)),
+                        k8s.NetworkPolicyEgressRule(to=[_namespace_peer(INFERENCE_NAMESPACE)]),
                         *_common_egress()]))
 
     def _budget(self, role: DpdRole, id: str) -> k8s.KubePodDisruptionBudget:
@@ -181,6 +190,8 @@ class EndpointRouter(Construct):
         annotations: dict[str, str] = {}
         tls = k8s.IngressTls(hosts=[ingress.host], secret_name=ingress.tls_secret_name)
         if ingress.class_name == "alb":
+            # Keys, values and defaults: kubernetes-sigs/aws-load-balancer-controller @ 00175c1e
+            # docs/guide/ingress/annotations.md (group.name: at most 63 characters of a-z, 0-9, '-' and '.').
             annotations = {
                 "alb.ingress.kubernetes.io/scheme": ingress.scheme,
                 "alb.ingress.kubernetes.io/target-type": "ip",

@@ -27,6 +27,8 @@ from hyperpod_dpd.catalogue.caches import (
 from hyperpod_dpd.catalogue.versions import AddonVersion, parse_addon_version
 
 INFERENCE_ADDON = "amazon-sagemaker-hyperpod-inference"
+# The add-on's namespace, where the operator also runs each IEC's router Deployment and Service (the DPD page,
+# https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-dpd.html).
 INFERENCE_NAMESPACE = "hyperpod-inference-system"
 # The two DPD roles of an InferenceEndpointConfig (pdSpec.prefillSpec / decodeSpec), in that order.
 DpdRole = Literal["prefill", "decode"]
@@ -38,10 +40,11 @@ ENDPOINT_LABEL = "hyperpod-dpd/endpoint"  # hyperpod-dpd's labels on every objec
 GENERATION_LABEL = "hyperpod-dpd/generation"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "hyperpod-dpd"
-GPU_RESOURCE = "nvidia.com/gpu"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
+GPU_RESOURCE = "nvidia.com/gpu"  # the DPD page's per-role requests; advertised by the NVIDIA device plugin
+EFA_RESOURCE = "vpc.amazonaws.com/efa"  # advertised by the EFA device plugin (EKS user guide, "Manage EFA devices")
 OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
 OBSERVABILITY_ADDON_VERSION = "v1.0.5-eksbuild.1"
+# The add-on's namespace (SageMaker HyperPod observability add-on documentation; the DPD dashboards need it).
 OBSERVABILITY_NAMESPACE = "hyperpod-observability"
 OBSERVABILITY_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
 # How AWS's own install configures the observability add-on: aws/sagemaker-hyperpod-cluster-setup,
@@ -266,7 +269,8 @@ KVAWARE_MIN_LMCACHE = "0.4.3"
 DOCUMENTED_IMAGE_VLLM = "0.19.0"
 # Flags the toolkit derives from typed fields; setting them in free-form args would desynchronise GPU requests.
 MANAGED_VLLM_FLAGS = ("--model", "--host", "--port", "--tensor-parallel-size")
-# The router Service the operator creates per IEC, in its namespace: <iec>-<namespace>-routing-service:443.
+# The router Service the operator creates per IEC, in its namespace: <iec>-<namespace>-routing-service:443 (the DPD
+# page's invocation example, http://<iec>-<namespace>-routing-service.hyperpod-inference-system.svc.cluster.local:443).
 ROUTER_SERVICE_SUFFIX = "-routing-service"
 ROUTER_PORT = 443
 

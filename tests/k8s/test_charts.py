@@ -15,7 +15,8 @@ import yaml
 from hyperpod_dpd.config import EnvironmentConfig, load_all
 from hyperpod_dpd.config.endpoints import EndpointConfig, parse_endpoint
 from hyperpod_dpd.errors import ConfigError
-from hyperpod_dpd.k8s.charts import EndpointChart, add_environment_charts
+from hyperpod_dpd.k8s.charts import EndpointChart, NamespaceChart, add_environment_charts
+from hyperpod_dpd.k8s.validation import crd_schemas
 
 Manifest = dict[str, Any]
 CRD = Path(__file__).resolve().parents[2] / "k8s" / "crds" / "inference.sagemaker.aws.amazon.com_inferenceendpointconfigs.yaml"
@@ -151,3 +152,42 @@ def test_a_chart_owns_its_non_default_namespace_and_leaves_default_alone(environ
     first = own.to_json()[0]
     assert (first["kind"], first["metadata"]["name"], "namespace" in first["metadata"]) == ("Namespace", "llm-serving", False)
     assert "Namespace" not in [m["kind"] for m in shared.to_json()]
+
+
+# Endpoints that between them make the charts emit every kind they can: both Ingress classes, the kvaware port rules,
+# no policies, a namespace the chart may not declare (default) and one it declares.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "alb": {"namespace": "llm", "router": {"allowed_cidrs": ["10.192.0.0/16"], "ingress": {
+        "host": "llama.example.com", "certificate_arn": "arn:aws:acm:us-west-2:111111111111:certificate/abc-123"}}},
+    "nginx": {"router": {"allowed_cidrs": ["10.0.0.0/8"], "ingress": {
+        "host": "llama.internal.example.com", "class_name": "nginx", "tls_secret_name": "llama-tls"}}},
+    "kvaware": {"namespace": "kv", "routing": {"strategy": "kvaware"}, "invocation_path": "v1/completions",
+                "image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/vllm-dpd:0.19.1",
+                "image_versions": {"vllm": "0.19.1", "lmcache": "0.4.3"}},
+    "no-policies": {"namespace": "open", "router": {"network_policy": False}},
+}
+CHART_KINDS = {"Namespace", "InferenceEndpointConfig", "Service", "NetworkPolicy", "PodDisruptionBudget", "Ingress"}
+
+
+def test_every_kind_the_charts_emit_passes_its_schema_in_every_variant(
+        make_endpoint: Callable[..., EndpointConfig], environments: dict[str, EnvironmentConfig],
+        crd_validator: jsonschema.Draft7Validator) -> None:
+    # GIVEN one chart per variant and a namespace chart, for the dev cluster's Kubernetes version
+    version = environments["dev"].eks.version
+    app = cdk8s.App()
+    charts: list[cdk8s.Chart] = [EndpointChart(app, name, endpoint=make_endpoint(**changes), kubernetes_version=version)
+                                 for name, changes in VARIANTS.items()]
+    charts.append(NamespaceChart(app, "Namespace-retained", namespace="retained", kubernetes_version=version))
+    # WHEN they render
+    manifests = [m for chart in charts for m in chart.to_json()]
+    # THEN they cover every kind the charts can emit, and each manifest passes its own schema, checked here directly:
+    # the CRD's openAPIV3Schema for the IEC, kubernetes-validate strict for the core kinds
+    assert {m["kind"] for m in manifests} == CHART_KINDS
+    for manifest in manifests:
+        if manifest["kind"] == "InferenceEndpointConfig":
+            assert [e.message for e in crd_validator.iter_errors(manifest)] == [], manifest["metadata"]["name"]
+        else:
+            assert (manifest["apiVersion"], manifest["kind"]) not in crd_schemas()  # not mistaken for a custom resource
+            kubernetes_validate.validate(manifest, version, strict=True)
+    ingresses = sorted(m["spec"]["ingressClassName"] for m in manifests if m["kind"] == "Ingress")
+    assert ingresses == ["alb", "nginx"]

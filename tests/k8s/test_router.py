@@ -72,8 +72,16 @@ PREFILL_PODS = {"matchExpressions": [{"key": "inference.sagemaker.aws.amazon.com
                                       "values": ["prefill"]}]}
 
 
+NOT_DPD_PODS = {"matchExpressions": [{"key": "inference.sagemaker.aws.amazon.com/dpd-role", "operator": "DoesNotExist"}]}
+
+
 def _namespace(name: str) -> dict[str, Any]:
     return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}
+
+
+def _clients(name: str) -> dict[str, Any]:
+    """A client namespace's pods other than DPD workers."""
+    return {**_namespace(name), "podSelector": NOT_DPD_PODS}
 
 
 # What both roles send outside the endpoint: DNS to CoreDNS, HTTPS anywhere, the observability add-on.
@@ -94,11 +102,12 @@ def test_router_policy_isolates_the_router_and_admits_its_flows(
     # THEN the router pods are isolated both ways
     assert spec["podSelector"] == {"matchLabels": {"app": f"{plain_endpoint.resource_name}-llm-router"}}
     assert spec["policyTypes"] == ["Ingress", "Egress"]
-    # AND the endpoint's namespace and the load balancer reach the container port (not the Service's 443), the
-    # prefill pods the PD proxy port, metrics collection any port
+    # AND the endpoint namespace's clients (not its workers) and the load balancer reach the container port (not the
+    # Service's 443), the prefill pods every port (their PD proxy reports, on a port the operator does not document), metrics collection
+    # any port
     assert spec["ingress"] == [
-        {"from": [_namespace("llm"), {"ipBlock": {"cidr": "10.192.0.0/16"}}], "ports": [{"port": 8000, "protocol": "TCP"}]},
-        {"from": [{**_namespace("llm"), "podSelector": PREFILL_PODS}], "ports": [{"port": 7500, "protocol": "TCP"}]},
+        {"from": [_clients("llm"), {"ipBlock": {"cidr": "10.192.0.0/16"}}], "ports": [{"port": 8000, "protocol": "TCP"}]},
+        {"from": [{**_namespace("llm"), "podSelector": PREFILL_PODS}]},
         {"from": [_namespace("hyperpod-observability")]},
     ]
     # AND the router sends to the endpoint's workers, DNS, HTTPS and the observability add-on only
@@ -111,9 +120,10 @@ def test_worker_policy_admits_the_router_namespace_the_other_role_and_metrics(pl
     assert spec["policyTypes"] == ["Ingress", "Egress"]
     assert spec["ingress"] == [{"from": [
         _namespace("hyperpod-inference-system"), {"podSelector": DPD_PODS}, _namespace("hyperpod-observability")]}]
+    # AND they send to each other, to the operator's namespace (the router's undocumented report ports) on every port
     assert spec["egress"] == [
         {"to": [{"podSelector": DPD_PODS}]},
-        {"to": [_namespace("hyperpod-inference-system")], "ports": [{"port": 7500, "protocol": "TCP"}]},
+        {"to": [_namespace("hyperpod-inference-system")]},
         *COMMON_EGRESS]
 
 
@@ -127,8 +137,9 @@ def test_kvaware_routing_opens_the_lmcache_controller_port_of_the_router(
     router = find(manifests, "NetworkPolicy", "llama-llm-router")["spec"]
     assert {"from": [{**_namespace("llm"), "podSelector": DPD_PODS}],
             "ports": [{"port": 9000, "protocol": "TCP"}]} in router["ingress"]
+    # AND the workers' egress to the operator's namespace, already on every port, needs no change
     workers = find(manifests, "NetworkPolicy", "llama-dpd-workers")["spec"]
-    assert workers["egress"][1]["ports"] == [{"port": 7500, "protocol": "TCP"}, {"port": 9000, "protocol": "TCP"}]
+    assert workers["egress"][1] == {"to": [_namespace("hyperpod-inference-system")]}
 
 
 def test_network_policy_ports_and_labels_are_pinned() -> None:
@@ -166,11 +177,7 @@ def test_declared_client_namespaces_cidrs_and_router_labels_shape_the_router_pol
         exposed: list[Manifest], find: Find) -> None:
     spec = find(exposed, "NetworkPolicy", "llama-llm-router")["spec"]
     assert spec["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "llama-router"}}
-    assert spec["ingress"][0]["from"] == [
-        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "apps"}}},
-        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "batch"}}},
-        {"ipBlock": {"cidr": "10.192.0.0/16"}},
-    ]
+    assert spec["ingress"][0]["from"] == [_clients("apps"), _clients("batch"), {"ipBlock": {"cidr": "10.192.0.0/16"}}]
     # AND the workers do not take the declared CIDRs: a load balancer reaches the router, never a worker
     workers = find(exposed, "NetworkPolicy", "llama-dpd-workers")["spec"]["ingress"][0]["from"]
     assert not [peer for peer in workers if "ipBlock" in peer]

@@ -21,6 +21,13 @@ from hyperpod_dpd.ops.netpol import Cluster, ContainerPort, External, Flow, Pod
 Manifest = dict[str, Any]
 VPC_CIDR = "10.192.0.0/16"
 TP = 8  # tensor-parallel ranks of a p5.48xlarge endpoint: one LMCache side-channel port pair per rank
+# LMCache's bidirectional cache probe (pd_bidirectional): the prefiller queries the decoder on pd_peer_query_port, one
+# per rank, example [7500, 7501, ...] (LMCache docs/source/api_reference/configurations.rst, pd_peer_query_port).
+PEER_QUERY_PORT = 7500
+# Proxy ports LMCache itself uses for the senders' reports: its PD example configs' pd_proxy_port (7500, the chart's
+# ROUTER_PD_PROXY_PORT) and the --proxy-port default of its disaggregation proxy (8500, LMCache
+# examples/disagg_prefill/disagg_proxy_server.py); the operator's own is undocumented.
+PROXY_PORTS = (defaults.ROUTER_PD_PROXY_PORT, 8500)
 
 
 def _policies(synth: Callable[..., list[Manifest]], endpoint: EndpointConfig) -> list[Manifest]:
@@ -102,7 +109,8 @@ def _needed(p: dict[str, Pod]) -> list[tuple[str, Flow]]:
             (f"prefill -> decode LMCache init port, rank {rank}", Flow(prefill, decode, defaults.LMCACHE_PEER_INIT_PORT + rank)),
             (f"prefill -> decode LMCache alloc port, rank {rank}", Flow(prefill, decode, defaults.LMCACHE_PEER_ALLOC_PORT + rank)),
         ]
-    flows.append(("decode -> prefill (bidirectional cache query)", Flow(decode, prefill, 7500)))
+        flows.append((f"prefill -> decode LMCache cache query port, rank {rank}",
+                      Flow(prefill, decode, PEER_QUERY_PORT + rank)))
     return flows
 
 
@@ -117,10 +125,10 @@ def _forbidden(p: dict[str, Pod]) -> list[tuple[str, Flow]]:
         ("load balancer -> worker", Flow(LOAD_BALANCER, decode, defaults.MODEL_PORT)),
         ("load balancer -> router, another port", Flow(LOAD_BALANCER, router, 9090)),
         ("client -> router PD proxy port", Flow(p["client"], router, defaults.ROUTER_PD_PROXY_PORT)),
-        ("worker -> router serving port", Flow(prefill, router, defaults.ROUTER_CONTAINER_PORT)),
-        ("worker -> router admin port", Flow(decode, router, 9090)),
+        ("decode -> router serving port", Flow(decode, router, defaults.ROUTER_CONTAINER_PORT)),
+        ("decode -> router admin port", Flow(decode, router, 9090)),
         ("decode -> router PD proxy (only senders report)", Flow(decode, router, defaults.ROUTER_PD_PROXY_PORT)),
-        ("worker -> router LMCache controller without kvaware", Flow(prefill, router, defaults.LMCACHE_CONTROLLER_PORT)),
+        ("decode -> router LMCache controller without kvaware", Flow(decode, router, defaults.LMCACHE_CONTROLLER_PORT)),
         ("worker -> another namespace's pod", Flow(prefill, p["stranger"], 5432)),
         ("router -> another namespace's pod", Flow(router, p["stranger"], 5432)),
         ("worker -> internet over plain HTTP", Flow(decode, INTERNET, 80)),
@@ -147,6 +155,31 @@ def test_both_workloads_are_isolated_both_ways(cluster: Cluster, endpoint: Endpo
     for name in ("router", "prefill", "decode"):
         assert not cluster.allows(Flow(INTERNET, pods[name], 1)), name
         assert not cluster.allows(Flow(pods[name], INTERNET, 1)), name
+
+
+@pytest.mark.parametrize("port", PROXY_PORTS)
+def test_the_prefillers_reports_reach_the_router_on_whichever_proxy_port_the_operator_chose(
+        cluster: Cluster, endpoint: EndpointConfig, port: int) -> None:
+    # GIVEN the operator's PD proxy on a port the docs do not name: LMCache's example value or its own proxy's default.
+    # A dropped report does not fail: the sender's ZMQ PUSH queues to its high-water mark, then blocks the prefiller.
+    pods = _pods(endpoint)
+    # WHEN a prefill pod reports a finished transfer THEN the policies admit it (its egress and the router's ingress)
+    assert cluster.allows(Flow(pods["prefill"], pods["router"], port))
+    # AND only the senders report: the decoder, a client and another namespace's pod are still dropped there
+    assert not cluster.allows(Flow(pods["decode"], pods["router"], port))
+    assert not cluster.allows(Flow(pods["client"], pods["router"], port))
+    assert not cluster.allows(Flow(pods["stranger"], pods["router"], port))
+
+
+def test_known_width_prefill_and_decode_reach_each_other_on_every_port(cluster: Cluster, endpoint: EndpointConfig) -> None:
+    # LMCache's side channels run prefill -> decode only (the decoder binds, the prefiller connects), on ports the
+    # operator does not document; the policy admits the endpoint's two roles to each other on every port, both ways,
+    # so no undocumented port or transport connection cuts the KV path. Only the endpoint's own workers, though.
+    pods = _pods(endpoint)
+    for source, target in (("prefill", "decode"), ("decode", "prefill")):
+        assert cluster.allows(Flow(pods[source], pods[target], 41234)), (source, target)
+    assert not cluster.allows(Flow(pods["client"], pods["decode"], 41234))
+    assert not cluster.allows(Flow(pods["prefill"], pods["stranger"], 5432))
 
 
 def test_kvaware_routing_admits_the_workers_to_the_routers_lmcache_controller(

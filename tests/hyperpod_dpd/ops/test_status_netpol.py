@@ -81,7 +81,7 @@ def test_a_router_listening_on_another_port_is_named(endpoint, policies) -> None
     (warning,) = _warnings(endpoint, _live(endpoint, router_port=8080), policies)
     # THEN status names the ports the policy admits and the one the container declares
     assert warning == (
-        f"NetworkPolicy {ROUTER_NS}/llama-llm-router admits port 7500, 8000 of pod "
+        f"NetworkPolicy {ROUTER_NS}/llama-llm-router admits port 8000 of pod "
         f"{ROUTER_NS}/{endpoint.resource_name}-llm-router-6f7c9d-abcde, which declares container port 8080: a "
         "NetworkPolicy matches the container port, so traffic to it is dropped once enforced")
 
