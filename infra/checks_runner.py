@@ -64,8 +64,14 @@ SAGEMAKER_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # EndpointName
 # What CodeBuild itself does as the service role of a VPC project: the network interface of each build (CodeBuild
 # user guide, "Allow CodeBuild to interact with other AWS services", the VPC statements of the service-role policy;
 # CodeBuild authorizes CreateNetworkInterfacePermission with the ec2:Subnet and ec2:AuthorizedService conditions).
-VPC_ACTIONS = ("ec2:CreateNetworkInterface", "ec2:DescribeDhcpOptions", "ec2:DescribeNetworkInterfaces",
-               "ec2:DeleteNetworkInterface", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeVpcs")
+# The guide grants them all on "*"; only the describe calls take no resource type (Service Authorization Reference,
+# Amazon EC2: CreateNetworkInterface takes "network-interface", "subnet" and "security-group", DeleteNetworkInterface
+# "network-interface", whose ec2:Subnet condition key is the interface's subnet), so the other two are scoped to the
+# runner's subnets and security group.
+VPC_DESCRIBE_ACTIONS = ("ec2:DescribeDhcpOptions", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
+                        "ec2:DescribeSecurityGroups", "ec2:DescribeVpcs")
+CREATE_INTERFACE = "ec2:CreateNetworkInterface"
+DELETE_INTERFACE = "ec2:DeleteNetworkInterface"
 # Reading an S3 source: the object, and the bucket's identity (the service-role policy's S3 statements, same page).
 SOURCE_OBJECT_ACTIONS = ("s3:GetObject", "s3:GetObjectVersion")
 SOURCE_BUCKET_ACTIONS = ("s3:GetBucketAcl", "s3:GetBucketLocation")
@@ -82,9 +88,12 @@ WILDCARD_REASONS = {
     "WriteLogs": "The runner writes its build's log stream in its own log group; CodeBuild names each stream per build",
     "UseKey": "The project's own key, as aws-cdk-lib grants it to a CodeBuild project's role (ReEncrypt* and "
               "GenerateDataKey* are action families of that one key)",
-    "BuildNetwork": "CodeBuild's network interface of each build in the VPC: the EC2 describe calls take no resource, "
-                    "and the interfaces do not exist before the build (CodeBuild user guide, VPC service-role "
-                    "statements)",
+    "BuildNetwork": "CodeBuild's describe calls for the build's network interface take no resource type (Service "
+                    "Authorization Reference, Amazon EC2)",
+    "BuildInterfaces": "CodeBuild creates one network interface per build, in the runner's subnets and security group; "
+                       "its id is not known before the build",
+    "DeleteBuildInterfaces": "Limited by the ec2:Subnet condition to interfaces in the runner's subnets; their ids are "
+                             "not known before the build",
     "BuildNetworkPermission": "Scoped by the ec2:Subnet and ec2:AuthorizedService conditions to CodeBuild's interfaces "
                               "in the runner's subnets; the interfaces do not exist before the build",
 }
@@ -189,9 +198,6 @@ class ChecksRunner(Construct):
         self.policy = iam.Policy(self, "Policy", statements=statements)
         self.policy.attach_to_role(self.role)
         nag.acknowledge_wildcards(self.policy, statements, WILDCARD_REASONS)
-        checkov.skip(self.policy.node.default_child, "CKV_AWS_111",  # type: ignore[arg-type]
-                     WILDCARD_REASONS["BuildNetwork"] + "; the interface's use is scoped by the "
-                     "CreateNetworkInterfacePermission conditions")
         self.project = codebuild.Project(
             self, "Project", project_name=project_name, role=self.role.without_policy_updates(),
             source=codebuild.Source.s3(bucket=self.bucket, path=DEFAULT_SOURCE_KEY),
@@ -233,6 +239,8 @@ class ChecksRunner(Construct):
 
     def _statements(self, eks_cluster_name: str, workspace_arn: str | None, endpoint_names: Sequence[str],
                     subnets: Sequence[ec2.ISubnet]) -> list[iam.PolicyStatement]:
+        interfaces = arn(self, "ec2", "network-interface/*")
+        subnet_arns = [arn(self, "ec2", f"subnet/{subnet.subnet_id}") for subnet in subnets]
         statements = [
             iam.PolicyStatement(sid="EksAuthentication", actions=[EKS_AUTHENTICATION],
                                 resources=[arn(self, "eks", f"cluster/{eks_cluster_name}")]),
@@ -241,13 +249,16 @@ class ChecksRunner(Construct):
             iam.PolicyStatement(sid="SourceBucket", actions=list(SOURCE_BUCKET_ACTIONS), resources=[self.bucket.bucket_arn]),
             iam.PolicyStatement(sid="WriteLogs", actions=list(WRITE_LOG_ACTIONS), resources=[self.log_group.log_group_arn]),
             iam.PolicyStatement(sid="UseKey", actions=list(KEY_ACTIONS), resources=[self.key.key_arn]),
-            iam.PolicyStatement(sid="BuildNetwork", actions=list(VPC_ACTIONS), resources=["*"]),
+            iam.PolicyStatement(sid="BuildNetwork", actions=list(VPC_DESCRIBE_ACTIONS), resources=["*"]),
+            iam.PolicyStatement(sid="BuildInterfaces", actions=[CREATE_INTERFACE], resources=[
+                interfaces, *subnet_arns, arn(self, "ec2", f"security-group/{self.security_group.security_group_id}")]),
+            iam.PolicyStatement(sid="DeleteBuildInterfaces", actions=[DELETE_INTERFACE], resources=[interfaces],
+                                conditions={"StringEquals": {"ec2:Subnet": subnet_arns}}),
             iam.PolicyStatement(
                 sid="BuildNetworkPermission", actions=["ec2:CreateNetworkInterfacePermission"],
-                resources=[arn(self, "ec2", "network-interface/*")],
+                resources=[interfaces],
                 conditions={"StringEquals": {
-                    "ec2:Subnet": [arn(self, "ec2", f"subnet/{subnet.subnet_id}") for subnet in subnets],
-                    "ec2:AuthorizedService": "codebuild.amazonaws.com"}}),
+                    "ec2:Subnet": subnet_arns, "ec2:AuthorizedService": "codebuild.amazonaws.com"}}),
         ]
         if workspace_arn is not None:
             statements.append(iam.PolicyStatement(sid="QueryMetrics", actions=[QUERY_METRICS], resources=[workspace_arn]))

@@ -232,7 +232,16 @@ class HyperPodCluster(Construct):
 
     def _grant_node_permissions(self, eks_cluster_arn: str, registries: Sequence[Registry]) -> None:
         """What the VPC CNI and kubelet on a HyperPod node need beyond the managed instance policy; image pulls only
-        from ``registries``."""
+        from ``registries``.
+
+        The actions are those of AWS's execution role for HyperPod on EKS (aws/sagemaker-hyperpod-cluster-setup
+        @ 2259297, ``eks/cloudformation/sagemaker-iam-role-template.yaml``, ``ExecutionRole``: its
+        ``<prefix>_AmazonEKS_CNI_Policy`` and ``<prefix>-Policy`` statements), less ``cloudwatch:DescribeAlarms``
+        (nothing on the nodes reads alarms), with each action on the resource types the Service Authorization
+        Reference lists for it instead of AWS's ``*``: the ENI calls on this account's and Region's interfaces,
+        subnets, security groups and instances, the image pulls on the registries' repositories,
+        ``eks-auth:AssumeRoleForPodIdentity`` on this cluster, the lifecycle scripts on their bucket and prefix.
+        """
         def ec2_arn(resource: str) -> str:
             return arn(self, "ec2", f"{resource}/*")
 

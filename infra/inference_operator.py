@@ -333,7 +333,12 @@ class InferenceOperator(Construct):
 
     def _grant_tls_bucket(self) -> None:
         """The managed policy covers ``hyperpod-tls*`` buckets; the inline grant keeps the role working if the
-        managed policy changes, and limits object access to the caller's own account."""
+        managed policy changes, and limits object access to the caller's own account.
+
+        Objects: the inline policy SageMaker asks for a TLS bucket of another name (SageMaker developer guide,
+        sagemaker-hyperpod-model-deployment-setup.html); ListBucket: the managed policy's own; ACM: the certificate an
+        endpoint names (``tlsConfig.customCertificateConfig``, k8s/endpoint.py), which no AWS page grants.
+        """
         same_account = {"StringEquals": {"aws:ResourceAccount": cdk.Aws.ACCOUNT_ID}}
         statements = [
             iam.PolicyStatement(sid="ListTlsBucket", actions=["s3:ListBucket"], resources=[self.tls_bucket.bucket_arn]),

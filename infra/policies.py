@@ -1,8 +1,11 @@
 """IAM statements for the inference stack's controllers, written least-privilege with partition-aware ARNs.
 
 Each function returns the statements one controller needs, scoped by resource ARN or by the tags the controller
-puts on what it creates. Actions that support no resource-level permissions (``Describe*``, ``List*``) are the only
-ones on ``*``.
+puts on what it creates. An action is on ``*`` only where the Service Authorization Reference lists no resource type
+for it (its machine-readable form, as cfn-lint 1.58.0 ships it in ``cfnlint/data/AdditionalSpecs/Policies.json``),
+or where the resource IAM authorizes it on is not known (``shield:DescribeProtection``, called with the load
+balancer's ARN; KEDA's CloudWatch metric reads, whose only resource type is the optional ``dataset``); an action that
+takes no resource type is never scoped to an ARN, which would grant nothing (tests/infra/test_iam_scope.py holds both).
 """
 
 from __future__ import annotations
@@ -37,13 +40,16 @@ def load_balancer_controller(scope: IConstruct) -> list[iam.PolicyStatement]:
     target_groups = [elb("targetgroup/*/*")]
     listeners = [elb("listener/app/*/*/*"), elb("listener/net/*/*/*")]
     rules = [elb("listener-rule/app/*/*/*"), elb("listener-rule/net/*/*/*")]
+    web_acls = [arn(scope, "wafv2", "regional/webacl/*/*"), arn(scope, "waf-regional", "webacl/*")]
     return [
+        # Actions the Service Authorization Reference lists without a resource type; and shield:DescribeProtection,
+        # which the controller calls with the load balancer's ARN (ResourceArn), not a protection's
         iam.PolicyStatement(sid="Discover", actions=[
             "ec2:DescribeAccountAttributes", "ec2:DescribeAddresses", "ec2:DescribeAvailabilityZones",
             "ec2:DescribeInternetGateways", "ec2:DescribeVpcs", "ec2:DescribeVpcPeeringConnections",
             "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeInstances",
-            "ec2:DescribeNetworkInterfaces", "ec2:DescribeTags", "ec2:DescribeCoipPools", "ec2:GetCoipPoolUsage",
-            "ec2:DescribeRouteTables", "ec2:DescribeIpamPools", "ec2:GetSecurityGroupsForVpc",
+            "ec2:DescribeNetworkInterfaces", "ec2:DescribeTags", "ec2:DescribeCoipPools",
+            "ec2:DescribeRouteTables", "ec2:DescribeIpamPools",
             "elasticloadbalancing:DescribeLoadBalancers", "elasticloadbalancing:DescribeLoadBalancerAttributes",
             "elasticloadbalancing:DescribeListeners", "elasticloadbalancing:DescribeListenerAttributes",
             "elasticloadbalancing:DescribeListenerCertificates", "elasticloadbalancing:DescribeSSLPolicies",
@@ -51,10 +57,21 @@ def load_balancer_controller(scope: IConstruct) -> list[iam.PolicyStatement]:
             "elasticloadbalancing:DescribeTargetGroupAttributes", "elasticloadbalancing:DescribeTargetHealth",
             "elasticloadbalancing:DescribeTags", "elasticloadbalancing:DescribeTrustStores",
             "elasticloadbalancing:DescribeCapacityReservation",
-            "acm:ListCertificates", "acm:DescribeCertificate", "iam:ListServerCertificates",
-            "iam:GetServerCertificate", "cognito-idp:DescribeUserPoolClient", "wafv2:GetWebACL",
-            "wafv2:GetWebACLForResource", "waf-regional:GetWebACL", "waf-regional:GetWebACLForResource",
+            "acm:ListCertificates", "iam:ListServerCertificates",
             "shield:GetSubscriptionState", "shield:DescribeProtection"], resources=["*"]),
+        # The reads of AWS's Discover statement that take a resource (Service Authorization Reference: ec2 "vpc" and
+        # "coip-pool", acm "certificate", iam "server-certificate", cognito-idp "userpool", wafv2 and waf-regional
+        # "webacl", GetWebACLForResource the load balancer), each on that resource type in this account and Region
+        iam.PolicyStatement(sid="DiscoverNetwork", actions=["ec2:GetSecurityGroupsForVpc", "ec2:GetCoipPoolUsage"],
+                            resources=[ec2("vpc/*"), ec2("coip-pool/*")]),
+        iam.PolicyStatement(sid="ReadListenerCertificates",
+                            actions=["acm:DescribeCertificate", "iam:GetServerCertificate"],
+                            resources=[arn(scope, "acm", "certificate/*"), iam_arn(scope, "server-certificate/*")]),
+        iam.PolicyStatement(sid="ReadUserPoolClients", actions=["cognito-idp:DescribeUserPoolClient"],
+                            resources=[arn(scope, "cognito-idp", "userpool/*")]),
+        iam.PolicyStatement(sid="ReadFirewalls", actions=[
+            "wafv2:GetWebACL", "wafv2:GetWebACLForResource", "waf-regional:GetWebACL",
+            "waf-regional:GetWebACLForResource"], resources=[*web_acls, elb("loadbalancer/app/*/*")]),
         iam.PolicyStatement(sid="ElbServiceLinkedRole", actions=["iam:CreateServiceLinkedRole"],
                             resources=[iam_arn(scope, "role/aws-service-role/elasticloadbalancing.amazonaws.com/*")],
                             conditions={"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}}),
@@ -62,9 +79,12 @@ def load_balancer_controller(scope: IConstruct) -> list[iam.PolicyStatement]:
         iam.PolicyStatement(sid="AssociateFirewalls", actions=[
             "wafv2:AssociateWebACL", "wafv2:DisassociateWebACL",
             "waf-regional:AssociateWebACL", "waf-regional:DisassociateWebACL"],
-            resources=[arn(scope, "wafv2", "regional/webacl/*/*"), arn(scope, "waf-regional", "webacl/*"),
-                       elb("loadbalancer/app/*/*")]),
-        iam.PolicyStatement(sid="ShieldProtections", actions=["shield:CreateProtection", "shield:DeleteProtection"],
+            resources=[*web_acls, elb("loadbalancer/app/*/*")]),
+        # elasticloadbalancing:SetWebAcl and shield:CreateProtection take no resource type (Service Authorization
+        # Reference), so, as in AWS's policy, they are on "*": on an ARN they would grant nothing
+        iam.PolicyStatement(sid="ProtectLoadBalancers",
+                            actions=["elasticloadbalancing:SetWebAcl", "shield:CreateProtection"], resources=["*"]),
+        iam.PolicyStatement(sid="ShieldProtections", actions=["shield:DeleteProtection"],
                             resources=[arn(scope, "shield", "protection/*", region="")]),
         iam.PolicyStatement(sid="CreateOwnSecurityGroups", actions=["ec2:CreateSecurityGroup"],
                             resources=[ec2("security-group/*"), ec2("vpc/*")]),
@@ -109,7 +129,7 @@ def load_balancer_controller(scope: IConstruct) -> list[iam.PolicyStatement]:
             "elasticloadbalancing:RegisterTargets", "elasticloadbalancing:DeregisterTargets"],
             resources=target_groups),
         iam.PolicyStatement(sid="ConfigureListenersAndRules", actions=[
-            "elasticloadbalancing:SetWebAcl", "elasticloadbalancing:ModifyListener",
+            "elasticloadbalancing:ModifyListener",
             "elasticloadbalancing:AddListenerCertificates", "elasticloadbalancing:RemoveListenerCertificates",
             "elasticloadbalancing:ModifyRule", "elasticloadbalancing:SetRulePriorities"],
             resources=[*balancers, *listeners, *rules]),
@@ -217,7 +237,14 @@ def grafana_reader(workspace_arn: str) -> list[iam.PolicyStatement]:
 # Why each statement above needs a wildcard (action or resource), by statement id. ``InferenceOperator`` uses
 # these to acknowledge the matching cdk-nag findings; a statement with a wildcard but no entry fails synthesis.
 WILDCARD_REASONS: dict[str, str] = {
-    "Discover": "Describe/List/Get calls of EC2, ELB, ACM, WAF and Shield support no resource-level permissions",
+    "Discover": "Describe/List/Get calls of EC2, ELB, ACM, IAM and Shield that take no resource type (Service "
+                "Authorization Reference); shield:DescribeProtection is called with the load balancer's ARN",
+    "DiscoverNetwork": "The VPCs and customer-owned IP pools the controller looks up; scoped to this account and Region",
+    "ReadListenerCertificates": "The ACM or IAM certificate an Ingress names; scoped to this account (and Region)",
+    "ReadUserPoolClients": "The Cognito user pool an Ingress authenticates with; scoped to this account and Region",
+    "ReadFirewalls": "The web ACL an Ingress names and the controller's ALBs; scoped to this account and Region",
+    "ProtectLoadBalancers": "elasticloadbalancing:SetWebAcl and shield:CreateProtection take no resource type "
+                            "(Service Authorization Reference)",
     "ElbServiceLinkedRole": "The ELB service-linked role name is fixed by AWS but its path segment is a wildcard",
     "AssociateFirewalls": "The web ACL is named per Ingress annotation and the ALB id is generated; scoped to this "
                           "account and Region",

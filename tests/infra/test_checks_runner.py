@@ -157,8 +157,14 @@ def test_the_runner_role_may_call_exactly_what_the_checks_and_codebuild_need(ado
     assert allowed("s3:GetObject", f"<{ids['bucket']}.Arn>/sources/run.zip")
     assert allowed("logs:PutLogEvents", f"arn:aws:logs:{region}:{account}:log-group:{logs_group}:log-stream:build")
     assert allowed("kms:GenerateDataKey", key)
-    assert allowed("ec2:CreateNetworkInterface", "*")
-    interface = f"arn:aws:ec2:{region}:{account}:network-interface/eni-1"
+    ec2, group = f"arn:aws:ec2:{region}:{account}", f"<{ids['group']}.GroupId>"
+    interface = f"{ec2}:network-interface/eni-1"
+    # (CreateNetworkInterface is authorized on the new interface, its subnet and its security groups; the describe
+    # calls take no resource: Service Authorization Reference, Amazon EC2)
+    assert all(allowed("ec2:CreateNetworkInterface", r) for r in (
+        f"{ec2}:network-interface/*", *(f"{ec2}:subnet/{s}" for s in subnets), f"{ec2}:security-group/{group}"))
+    assert allowed("ec2:DeleteNetworkInterface", interface, {"ec2:Subnet": f"{ec2}:subnet/{subnets[0]}"})
+    assert allowed("ec2:DescribeSubnets", "*") and allowed("ec2:DescribeSecurityGroups", "*")
     assert allowed("ec2:CreateNetworkInterfacePermission", interface, {
         "ec2:Subnet": f"arn:aws:ec2:{region}:{account}:subnet/{subnets[0]}",
         "ec2:AuthorizedService": "codebuild.amazonaws.com"})
@@ -175,6 +181,13 @@ def test_the_runner_role_may_call_exactly_what_the_checks_and_codebuild_need(ado
         ("ec2:CreateNetworkInterfacePermission", interface, {
             "ec2:Subnet": f"arn:aws:ec2:{region}:{account}:subnet/{subnets[0]}", "ec2:AuthorizedService": "lambda"}),
         ("iam:PassRole", "*", {}), ("codebuild:StartBuild", "*", {}),
+        # network interfaces in another subnet or security group, or in no particular one, or deleted elsewhere
+        ("ec2:CreateNetworkInterface", f"{ec2}:subnet/subnet-0ffffffffffffffff", {}),
+        ("ec2:CreateNetworkInterface", f"{ec2}:security-group/sg-0ffffffffffffffff", {}),
+        ("ec2:CreateNetworkInterface", "*", {}),
+        ("ec2:DeleteNetworkInterface", interface, {"ec2:Subnet": f"{ec2}:subnet/subnet-0ffffffffffffffff"}),
+        ("ec2:DeleteNetworkInterface", interface.replace(account, "999999999999"),
+         {"ec2:Subnet": f"{ec2}:subnet/{subnets[0]}"}),
     ]:
         assert not allowed(action, resource, context), (action, resource)
     actions = {a for d in policies.documents for s in d["Statement"] for a in

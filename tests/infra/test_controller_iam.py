@@ -67,11 +67,23 @@ class Calls:
     outside: tuple[Request, ...]
 
 
+CERTIFICATE = f"arn:aws:acm:{REGION}:{ACCOUNT}:certificate/0a1b2c3d-4e5f-6789-abcd-ef0123456789"
+USER_POOL = f"arn:aws:cognito-idp:{REGION}:{ACCOUNT}:userpool/{REGION}_aBcDeFgHi"
+WEB_ACL = f"arn:aws:wafv2:{REGION}:{ACCOUNT}:regional/webacl/inference/0a1b2c3d"
+OTHER = "222222222222"
+
 LOAD_BALANCER_CONTROLLER = Calls(normal=(
-    Request("ec2:DescribeSubnets"), Request("ec2:DescribeSecurityGroups"), Request("ec2:GetSecurityGroupsForVpc"),
+    Request("ec2:DescribeSubnets"), Request("ec2:DescribeSecurityGroups"), Request("ec2:GetSecurityGroupsForVpc", VPC),
+    Request("ec2:GetCoipPoolUsage", _ec2("coip-pool/ipv4pool-coip-0123456789abcdef0")),
+    # what an Ingress names: its certificate, its Cognito client, its web ACL (each a resource IAM authorizes on)
+    Request("acm:DescribeCertificate", CERTIFICATE),
+    Request("iam:GetServerCertificate", f"arn:aws:iam::{ACCOUNT}:server-certificate/inference"),
+    Request("cognito-idp:DescribeUserPoolClient", USER_POOL),
+    Request("wafv2:GetWebACL", WEB_ACL), Request("wafv2:GetWebACLForResource", ALB),
+    Request("waf-regional:GetWebACLForResource", ALB),
     Request("elasticloadbalancing:DescribeLoadBalancers"), Request("elasticloadbalancing:DescribeListenerAttributes"),
     Request("elasticloadbalancing:DescribeTags"), Request("acm:ListCertificates"),
-    Request("wafv2:GetWebACLForResource"), Request("shield:GetSubscriptionState"),
+    Request("shield:GetSubscriptionState"),
     Request("iam:CreateServiceLinkedRole",
             f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/elasticloadbalancing.amazonaws.com/AWSServiceRoleForElasticLoadBalancing",
             {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}),
@@ -112,10 +124,13 @@ LOAD_BALANCER_CONTROLLER = Calls(normal=(
     Request("elasticloadbalancing:AddTags", LISTENER, RETAGGING_OWN),
     Request("elasticloadbalancing:RegisterTargets", TARGET_GROUP),
     Request("elasticloadbalancing:DeregisterTargets", TARGET_GROUP),
-    # WAF on the ALB when an Ingress asks for it
-    Request("elasticloadbalancing:SetWebAcl", ALB, OWN),
-    Request("wafv2:AssociateWebACL", f"arn:aws:wafv2:{REGION}:{ACCOUNT}:regional/webacl/inference/0a1b2c3d"),
+    # WAF and Shield Advanced on the ALB when an Ingress asks for them; SetWebAcl and CreateProtection take no
+    # resource type (Service Authorization Reference), so IAM authorizes them on "*"
+    Request("elasticloadbalancing:SetWebAcl"),
+    Request("wafv2:AssociateWebACL", WEB_ACL),
     Request("wafv2:AssociateWebACL", ALB),
+    Request("shield:CreateProtection"),
+    Request("shield:DeleteProtection", f"arn:aws:shield::{ACCOUNT}:protection/0a1b2c3d-4e5f-6789-abcd-ef0123456789"),
     # deleting it all again
     Request("elasticloadbalancing:DeleteRule", RULE),
     Request("elasticloadbalancing:DeleteListener", LISTENER),
@@ -143,6 +158,12 @@ LOAD_BALANCER_CONTROLLER = Calls(normal=(
     Request("ec2:RunInstances", _ec2("instance/*")),
     Request("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/admin"),
     Request("s3:GetObject", f"arn:aws:s3:::{MODEL_BUCKET}/weights.safetensors"),
+    # another account's certificate, user pool, web ACL or VPC
+    Request("acm:DescribeCertificate", CERTIFICATE.replace(ACCOUNT, OTHER)),
+    Request("iam:GetServerCertificate", f"arn:aws:iam::{OTHER}:server-certificate/inference"),
+    Request("cognito-idp:DescribeUserPoolClient", USER_POOL.replace(ACCOUNT, OTHER)),
+    Request("wafv2:GetWebACL", WEB_ACL.replace(ACCOUNT, OTHER)),
+    Request("ec2:GetSecurityGroupsForVpc", _ec2("vpc/vpc-0123456789abcdef0", account=OTHER)),
 ))
 
 KEDA = Calls(normal=(
@@ -368,18 +389,25 @@ def test_the_previous_policy_denied_tagging_the_listener_the_controller_creates(
 
 def test_the_call_list_finds_exactly_the_previous_policys_gaps(synth: Synth) -> None:
     """The call-list tests above, run on the previous policy, fail: it denied tagging listeners and rules (at creation
-    and later), rule priorities and WAF association, and it let the controller rewrite the cluster tag of its load
-    balancers and security groups."""
+    and later), rule priorities, WAF association (SetWebAcl on ARNs, where it grants nothing) and Shield protections,
+    and it let the controller rewrite the cluster tag of its load balancers and security groups."""
     before = _before()
     denied = [r for r in LOAD_BALANCER_CONTROLLER.normal if not evaluate(before, r).allowed]
     assert [(r.action, r.resource) for r in denied] == [
         ("elasticloadbalancing:AddTags", LISTENER), ("elasticloadbalancing:AddTags", RULE),
         ("elasticloadbalancing:SetRulePriorities", RULE), ("elasticloadbalancing:AddTags", LISTENER),
-        ("wafv2:AssociateWebACL", f"arn:aws:wafv2:{REGION}:{ACCOUNT}:regional/webacl/inference/0a1b2c3d"),
-        ("wafv2:AssociateWebACL", ALB)]
+        ("elasticloadbalancing:SetWebAcl", "*"), ("wafv2:AssociateWebACL", WEB_ACL), ("wafv2:AssociateWebACL", ALB),
+        ("shield:CreateProtection", "*"),
+        ("shield:DeleteProtection", f"arn:aws:shield::{ACCOUNT}:protection/0a1b2c3d-4e5f-6789-abcd-ef0123456789")]
     allowed = [r for r in LOAD_BALANCER_CONTROLLER.outside if evaluate(before, r).allowed]
     assert [(r.action, r.resource, dict(r.context).get(f"aws:RequestTag/{TAG}")) for r in allowed] == [
-        ("elasticloadbalancing:AddTags", ALB, "other"), ("ec2:CreateTags", SECURITY_GROUP, "other")]
+        ("elasticloadbalancing:AddTags", ALB, "other"), ("ec2:CreateTags", SECURITY_GROUP, "other"),
+        # and, on "*", another account's certificates, user pools, web ACLs and VPCs
+        ("acm:DescribeCertificate", CERTIFICATE.replace(ACCOUNT, OTHER), None),
+        ("iam:GetServerCertificate", f"arn:aws:iam::{OTHER}:server-certificate/inference", None),
+        ("cognito-idp:DescribeUserPoolClient", USER_POOL.replace(ACCOUNT, OTHER), None),
+        ("wafv2:GetWebACL", WEB_ACL.replace(ACCOUNT, OTHER), None),
+        ("ec2:GetSecurityGroupsForVpc", _ec2("vpc/vpc-0123456789abcdef0", account=OTHER), None)]
 
 
 # -- observability: where the metrics land ---------------------------------------------------------------------------
@@ -482,3 +510,14 @@ def test_checkov_fails_no_check(synth: Synth) -> None:
     failed = [(f["check_id"], f["resource"]) for r in reports for f in r["results"].get("failed_checks", [])]
     assert failed == []
 
+
+
+def test_every_role_scopes_each_action_to_what_iam_authorizes_it_on(synth: Synth) -> None:
+    from tests.iam_reference import scoping_problems
+
+    # GIVEN both scratch stacks (every add-on role, Grafana's, the gated-model role) WHEN each Allow statement's actions
+    # are compared with the resource types the Service Authorization Reference lists for them
+    problems = scoping_problems(synth.templates)
+    # THEN none is on "*" that takes a resource, none is on an ARN that takes none (elasticloadbalancing:SetWebAcl and
+    # shield:CreateProtection were, so WAF and Shield on the controller's ALBs were denied), nothing else is off
+    assert problems == []

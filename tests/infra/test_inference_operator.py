@@ -12,6 +12,7 @@ from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.config.operator import ModelBucket
 from hyperpod_dpd.errors import ConfigError
 from hyperpod_dpd.infra.inference_operator import InferenceOperator, ObservabilityOptions
+from tests.iam_reference import resource_types
 
 
 def _joined(value: Any) -> str:
@@ -139,10 +140,14 @@ def test_keda_reads_metrics_and_the_alb_controller_only_touches_what_it_tagged(d
     alb = {s["Sid"]: s for s in _policy_statements(dev_platform_resources, _role(dev_platform_resources, "InferenceOperatorLoadBalancerControllerRole")[0])}
     assert alb["ManageOwnLoadBalancers"]["Condition"] == {"Null": {"aws:ResourceTag/elbv2.k8s.aws/cluster": "false"}}
     assert alb["CreateTaggedLoadBalancers"]["Condition"] == {"Null": {"aws:RequestTag/elbv2.k8s.aws/cluster": "false"}}
+    # on "*" only reads, and the two writes IAM authorizes on "*" alone (they take no resource type)
+    unscoped_writes = {"elasticloadbalancing:SetWebAcl", "shield:CreateProtection"}
+    assert all(resource_types(a) == () for a in unscoped_writes)
     for statement in alb.values():
         if statement["Resource"] == "*":
             actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-            assert all(":Describe" in a or ":List" in a or ":Get" in a for a in actions), statement["Sid"]
+            assert all(":Describe" in a or ":List" in a or ":Get" in a or a in unscoped_writes for a in actions), \
+                statement["Sid"]
 
 
 def test_every_arn_the_toolkit_writes_is_partition_aware(synthesized) -> None:
