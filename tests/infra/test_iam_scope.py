@@ -17,4 +17,3 @@ def test_every_stage_policy_scopes_each_action_to_what_iam_authorizes_it_on(synt
     problems = scoping_problems(templates)
     # THEN nothing is on "*" that takes a resource, nothing void is on an ARN, and every exemption is still needed
     assert problems == []
-
