@@ -65,7 +65,8 @@ READ_CALLS: Mapping[tuple[str, str], str | None] = {
     # "you must have permissions to perform the s3:ListBucket action"; "ListObjectsV2": same) (hyperpod_dpd/ops/model_checks.py)
     ("s3", "HeadBucket"): "s3:ListBucket",
     ("s3", "ListObjectsV2"): "s3:ListBucket",
-    ("sagemaker", "DescribeCluster"): "sagemaker:DescribeCluster",  # hyperpod_dpd/ops/clusters.py
+    ("sagemaker", "DescribeCluster"): "sagemaker:DescribeCluster",  # hyperpod_dpd/ops/clusters.py, quotas.py
+    ("sagemaker", "ListClusters"): "sagemaker:ListClusters",  # the account's other clusters (hyperpod_dpd/ops/quotas.py)
     ("sagemaker", "ListClusterNodes"): "sagemaker:ListClusterNodes",
     ("sagemaker", "DescribeEndpoint"): "sagemaker:DescribeEndpoint",  # hyperpod_dpd/ops/endpoints.py
     ("cloudformation", "DescribeStacks"): "cloudformation:DescribeStacks",  # the KvFabric step's Prometheus URL
@@ -115,6 +116,8 @@ WILDCARD_REASONS = {
                           "Reference, Amazon EC2)",
     "ReadEksAddons": "This cluster's add-ons; an add-on ARN ends in an id EKS assigns",
     "ReadHyperPod": "A HyperPod cluster's ARN ends in an id assigned at creation; clusters of this account and Region",
+    "ListHyperPodClusters": "sagemaker:ListClusters takes no resource (Service Authorization Reference, Amazon "
+                            "SageMaker AI); the quotas are account-wide, so preflight counts the other clusters",
     "ReadEndpoints": "Each configured SageMaker endpoint and its IEC generations (<name>-<six hex characters>)",
     "ReadPlatformStack": "This platform stack; a stack ARN ends in an id CloudFormation assigns",
     "ReadDeployedTemplates": "This environment's platform and endpoints stacks; a stack ARN ends in an id "
@@ -226,6 +229,8 @@ class ChecksRole(Construct):
             iam.PolicyStatement(sid="ReadGlobalGateways", resources=["*"], actions=sorted(GLOBAL_CALLS.values())),
             iam.PolicyStatement(sid="ReadHyperPod", resources=[arn(self, "sagemaker", "cluster/*")], actions=_actions(
                 ("sagemaker", "DescribeCluster"), ("sagemaker", "ListClusterNodes"), ("sagemaker", "ListTags"))),
+            iam.PolicyStatement(sid="ListHyperPodClusters", resources=["*"],
+                                actions=_actions(("sagemaker", "ListClusters"))),
         ]
         if targets.owned_buckets:
             statements.append(iam.PolicyStatement(

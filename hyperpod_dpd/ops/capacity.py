@@ -6,6 +6,10 @@ still has to launch needs ``Ipv4AddressesPerInterface`` of its EC2 type (50 on m
 ml.m7i.2xlarge); nodes an existing cluster already runs are not counted again. The check fails when the subnet's
 ``AvailableIpAddressCount`` is below that sum.
 
+Quotas (one ``quota:<type>`` row per configured type, then ``quota:instances-per-cluster`` and
+``quota:instances-all-clusters``): the rules are in :mod:`hyperpod_dpd.ops.quotas`. A quota the account-wide rows
+cannot confirm (no such quota listed, no value, the other clusters' instances unreadable) is a WARN, never a PASS.
+
 Parked groups (``count: 0``) launch nothing: they need no quota, no offering in the AZ and no addresses, so every
 check here looks at the groups that have instances only. Autoscaled groups count at their ``autoscaling.max_nodes``,
 the most Karpenter may launch.
@@ -29,9 +33,18 @@ from hyperpod_dpd.catalogue.instances import INSTANCE_TYPES
 from hyperpod_dpd.catalogue.zones import zone_kind
 from hyperpod_dpd.config.capacity import Demand, gpus_per_node, placements
 from hyperpod_dpd.config.endpoints import EndpointConfig
-from hyperpod_dpd.ops.checks import Check, failed, passed, warned
+from hyperpod_dpd.ops.checks import Check, failed, passed, warned, why_unchecked
 from hyperpod_dpd.ops.clusters import HyperPodState
-from hyperpod_dpd.ops.quotas import QUOTA_SUFFIX, SERVICE_CODE, cluster_quotas, quota_name
+from hyperpod_dpd.ops.quotas import (
+    ACROSS_CLUSTERS_QUOTA,
+    PER_CLUSTER_QUOTA,
+    SERVICE_CODE,
+    USAGE_PERMISSIONS,
+    ClusterUsage,
+    Quota,
+    find_quotas,
+    quota_name,
+)
 
 if TYPE_CHECKING:
     from hyperpod_dpd.config import EnvironmentConfig, InstanceGroup
@@ -56,26 +69,68 @@ def configured_counts(env: EnvironmentConfig) -> dict[str, int]:
     return dict(counts)
 
 
-def quota_checks(env: EnvironmentConfig, service_quotas: Any) -> Iterator[Check]:
+PER_CLUSTER_ROW = "quota:instances-per-cluster"
+ALL_CLUSTERS_ROW = "quota:instances-all-clusters"
+
+
+def quota_row_names(env: EnvironmentConfig) -> list[str]:
+    """The quota rows, in order: one per configured instance type, then the two cluster-wide instance quotas."""
+    return [*(f"quota:{t}" for t in configured_counts(env)), PER_CLUSTER_ROW, ALL_CLUSTERS_ROW]
+
+
+def quota_checks(env: EnvironmentConfig, service_quotas: Any, usage: ClusterUsage | BaseException) -> Iterator[Check]:
+    """The quota rows (hyperpod_dpd/ops/quotas.py): ``usage`` is what the account's other HyperPod clusters hold, or
+    the AWS error that stopped reading it (then a row that this environment alone does not exceed WARNs)."""
     counts = configured_counts(env)
-    quotas = cluster_quotas(service_quotas, list(counts))
+    names = {t: quota_name(t) for t in counts}
+    found = find_quotas(service_quotas, [*names.values(), PER_CLUSTER_QUOTA, ACROSS_CLUSTERS_QUOTA])
+    known = None if isinstance(usage, BaseException) else usage
+    unread = usage if isinstance(usage, BaseException) else None
     for instance_type, needed in counts.items():
-        name = f"quota:{instance_type}"
-        quota = quotas[instance_type]
-        if quota is None:
-            yield warned(name, f"no quota named '{quota_name(instance_type)}' in service code {SERVICE_CODE}",
-                         fix=f"look the quota up in the Service Quotas console (SageMaker, '... {QUOTA_SUFFIX}') "
-                             "and request it if the account has none")
-            continue
-        value = int(quota.value)
-        source = "applied" if quota.applied else "AWS default"
+        yield _quota_row(f"quota:{instance_type}", names[instance_type], found[names[instance_type]], needed,
+                         others=known.of(instance_type) if known else 0,
+                         unsure=known.unsure_of(instance_type) if known else 0,
+                         holders=known.describe(instance_type) if known else "", unread=unread)
+    total = sum(counts.values())
+    yield _quota_row(PER_CLUSTER_ROW, PER_CLUSTER_QUOTA, found[PER_CLUSTER_QUOTA], total, shared=False)
+    yield _quota_row(ALL_CLUSTERS_ROW, ACROSS_CLUSTERS_QUOTA, found[ACROSS_CLUSTERS_QUOTA], total,
+                     others=known.total if known else 0, holders=known.describe() if known else "", unread=unread)
+
+
+def _quota_row(name: str, label: str, quota: Quota | None, needed: int, *, shared: bool = True, others: int = 0,
+               unsure: int = 0, holders: str = "", unread: BaseException | None = None) -> Check:
+    if quota is None:
+        return warned(name, f"no quota named '{label}' in service code {SERVICE_CODE}, so the limit could not be "
+                            "confirmed", fix=f"look the quota up in the Service Quotas console (SageMaker, '{label}') "
+                                             "and request it if the account has none")
+    if quota.value is None:
+        return warned(name, f"Service Quotas lists '{quota.name}' ({quota.code}) without a value, so the limit could "
+                            "not be confirmed", fix=f"aws service-quotas get-service-quota --service-code "
+                                                    f"{SERVICE_CODE} --quota-code {quota.code}")
+    value = int(quota.value)
+    source = "applied" if quota.applied else "AWS default"
+    want = needed + others
+    increase = (f"aws service-quotas request-service-quota-increase --service-code {SERVICE_CODE} "
+                f"--quota-code {quota.code} --desired-value ")
+    if not shared:
         if value < needed:
-            yield failed(name, f"quota {value} ({source}) is below the {needed} instance(s) configured",
-                         fix=f"aws service-quotas request-service-quota-increase --service-code {SERVICE_CODE} "
-                             f"--quota-code {quota.code} --desired-value {needed}")
-        else:
-            yield passed(name, f"quota {value} ({source}) covers the {needed} instance(s) configured "
-                               "(other clusters in the account share it)")
+            return failed(name, f"quota {value} ({source}) is below the {needed} instance(s) of this cluster",
+                          fix=increase + str(needed))
+        return passed(name, f"quota {value} ({source}) covers the {needed} instance(s) of this cluster")
+    held = f" and the {others} that other clusters of the account hold ({holders})" if others else ""
+    if value < want:
+        what = f"{want} instance(s) needed: {needed} configured{held}" if others else f"{needed} instance(s) configured"
+        return failed(name, f"quota {value} ({source}) is below the {what}", fix=increase + str(want))
+    if unread is not None:
+        reason, fix = why_unchecked(unread, permission=USAGE_PERMISSIONS)
+        return warned(name, f"quota {value} ({source}) covers the {needed} instance(s) configured, but the account's "
+                            f"other HyperPod clusters share it and what they hold could not be read: {reason}", fix=fix)
+    if unsure and value < want + unsure:
+        return warned(name, f"quota {value} ({source}) covers the {needed} instance(s) configured{held}, but "
+                            f"{unsure} more instance(s) of flexible groups in other clusters may take it",
+                      fix=f"check the other clusters' flexible instance groups, or {increase}{want + unsure}")
+    return passed(name, f"quota {value} ({source}) covers the {needed} instance(s) configured"
+                        + (held or "; no other HyperPod cluster of the account holds any"))
 
 
 def _zones(env: EnvironmentConfig) -> dict[str, set[str]]:
@@ -151,8 +206,9 @@ def subnet_checks(env: EnvironmentConfig, ec2: Any, cluster: HyperPodState | Non
                                f"{nodes} node(s) need ({sizing})")
         return
     subnet_id = existing.gpu_subnet.subnet_id
-    try:
-        subnets = ec2.describe_subnets(SubnetIds=[subnet_id]).get("Subnets", [])
+    try:  # DescribeSubnets paginates (botocore's paginator), even for one SubnetIds entry
+        subnets = [s for page in ec2.get_paginator("describe_subnets").paginate(SubnetIds=[subnet_id])
+                   for s in page.get("Subnets", []) if s.get("SubnetId") == subnet_id]
     except Exception as exc:
         if error_code(exc).endswith("NotFound"):  # InvalidSubnetID.NotFound
             subnets = []
@@ -172,7 +228,12 @@ def subnet_checks(env: EnvironmentConfig, ec2: Any, cluster: HyperPodState | Non
                            f"{env.network.gpu_availability_zone}",
                      fix="use a subnet in the GPU AZ (prefill and decode must share one AZ for EFA)")
         return
-    free = int(subnet.get("AvailableIpAddressCount", 0))
+    if subnet.get("AvailableIpAddressCount") is None and nodes:
+        yield warned(name, f"EC2 did not report the free addresses of GPU subnet {subnet_id}, so whether {nodes} "
+                           f"node(s) fit ({need} addresses) could not be checked",
+                     fix=f"aws ec2 describe-subnets --subnet-ids {subnet_id}")
+        return
+    free = int(subnet.get("AvailableIpAddressCount") or 0)
     if nodes == 0:
         yield passed(name, f"GPU subnet {subnet_id} has {free} free addresses; the cluster already runs every "
                            "configured node")

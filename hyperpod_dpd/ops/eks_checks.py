@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.catalogue.operator import INFERENCE_ADDON, operator_for_addon
 from hyperpod_dpd.catalogue.versions import EKS_VERSIONS, parse_addon_version
-from hyperpod_dpd.ops.addons import FAILED_STATUSES, ExpectedAddon, InstalledAddon, below_minimum, expected_addons
+from hyperpod_dpd.ops.addons import (
+    ACTIVE,
+    FAILED_STATUSES,
+    ExpectedAddon,
+    InstalledAddon,
+    below_minimum,
+    expected_addons,
+)
 from hyperpod_dpd.ops.checks import STATUSES, Check, Status, attempt, failed, passed, warned, why_unchecked
 from hyperpod_dpd.ops.clusters import EksState
 
@@ -145,10 +152,20 @@ def _installed_part(env: EnvironmentConfig, expected: ExpectedAddon, installed: 
         return _Part(status="fail", text=f"installed {installed.version}{note} is below the minimum {expected.minimum} "
                                          f"({expected.why})", fix=update)
     parsed, pinned = installed.parsed_version, parse_addon_version(expected.configured)
-    if parsed is not None and parsed > pinned:
+    describe = f"aws eks describe-addon --cluster-name {cluster} --addon-name {expected.name}"
+    if parsed is None:  # EKS answered a version this check cannot compare: the minimum is not confirmed
+        return _Part(status="warn", text=f"installed version {installed.version or '(none)'!r} ({installed.status}) "
+                                         "cannot be compared"
+                                         + (f" with the minimum {expected.minimum}" if expected.minimum else "")
+                                         + f" or the pinned {expected.configured}", fix=describe)
+    if parsed > pinned:
         return _Part(status="warn", text=f"installed {installed.version}{note} is newer than the pinned "
                                          f"{expected.configured}; EKS does not downgrade add-ons",
                      fix="raise the pin in the environment file to the installed version")
+    if installed.status != ACTIVE:  # CREATING, UPDATING, DELETING, DEGRADED: not (yet) working
+        issues = "; ".join(installed.issues)
+        return _Part(status="warn", text=f"installed {installed.version}{note} is {installed.status or '(no status)'}, "
+                                         f"not {ACTIVE}" + (f": {issues}" if issues else ""), fix=describe)
     return _Part(status="pass", text=f"installed {installed.version}{note} ({installed.status})")
 
 

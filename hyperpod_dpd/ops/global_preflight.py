@@ -58,7 +58,7 @@ def subnet_check(gateway: GlobalGatewayConfig, env: EnvironmentConfig, ec2: Any)
         yield passed(name, f"the network stack tags its private subnets {INTERNAL_ELB_TAG}")
         return
     ids = [s.subnet_id for s in env.network.existing.private_subnets]
-    subnets = ec2.describe_subnets(SubnetIds=ids)["Subnets"]
+    subnets = [s for page in ec2.get_paginator("describe_subnets").paginate(SubnetIds=ids) for s in page["Subnets"]]
     zones = sorted({s["AvailabilityZone"] for s in subnets
                     if any(t.get("Key") == INTERNAL_ELB_TAG and t.get("Value") == "1" for t in s.get("Tags", []))})
     if len(zones) >= 2:

@@ -47,7 +47,6 @@ if set(KINDS) != set(OWNED_KINDS):
 # GetBucketTagging on a bucket without tags: "NoSuchTagSet - There is no tag set associated with the bucket"
 # (Amazon S3 API Reference, GetBucketTagging, Errors).
 NO_TAG_SET = "NoSuchTagSet"
-MAX_PAGES = 20  # pages of ListTags / ListRoleTags: far more than the 50 tags a resource may hold
 
 
 def check_name(name: PhysicalName) -> str:
@@ -115,11 +114,11 @@ def _tags(env: EnvironmentConfig, clients: ClientSource, name: PhysicalName) -> 
             if not isinstance(cluster_arn, str) or not cluster_arn:
                 raise MalformedAnswer(operation="DescribeCluster", endpoint=str(sagemaker.meta.endpoint_url),
                                       detail="it carries no ClusterArn")
-            return _pages(lambda token: sagemaker.list_tags(ResourceArn=cluster_arn, **token), "Tags", "NextToken")
+            return _tag_pages(sagemaker.get_paginator("list_tags").paginate(ResourceArn=cluster_arn))
         if name.kind == "S3 bucket":
             return _bucket_tags(clients.client("s3"), name.name)
         iam = clients.client("iam")
-        return _pages(lambda token: iam.list_role_tags(RoleName=name.name, **token), "Tags", "Marker")
+        return _tag_pages(iam.get_paginator("list_role_tags").paginate(RoleName=name.name))
     except Exception as exc:
         if is_not_found(exc):
             return None
@@ -138,15 +137,7 @@ def _bucket_tags(s3: Any, bucket: str) -> dict[str, str] | None:
     return {str(t["Key"]): str(t["Value"]) for t in answer.get("TagSet", [])}
 
 
-def _pages(call: Any, key: str, cursor: str) -> dict[str, str]:
-    """Every ``{Key, Value}`` of a paginated tag listing (``NextToken`` for SageMaker, ``Marker`` for IAM)."""
-    tags: dict[str, str] = {}
-    token: dict[str, str] = {}
-    for _ in range(MAX_PAGES):
-        answer = call(token)
-        tags.update({str(t["Key"]): str(t["Value"]) for t in answer.get(key, [])})
-        following = answer.get(cursor)
-        if not following or (cursor == "Marker" and not answer.get("IsTruncated")):
-            return tags
-        token = {cursor: str(following)}
-    return tags
+def _tag_pages(pages: Any) -> dict[str, str]:
+    """Every ``{Key, Value}`` of a tag listing, through botocore's paginator (``NextToken`` for SageMaker ListTags,
+    ``Marker``/``IsTruncated`` for IAM ListRoleTags; a token repeated by a broken answer raises PaginationError)."""
+    return {str(t["Key"]): str(t["Value"]) for page in pages for t in page.get("Tags", [])}

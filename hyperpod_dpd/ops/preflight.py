@@ -1,7 +1,8 @@
 """``hpdpd preflight``: can this environment be deployed here, now?
 
-Checks, in order: credentials and account; HyperPod instance quotas; instance types offered in the GPU AZ; free
-IPs in the GPU subnet; an existing EKS cluster's version and authentication mode; add-on versions; model
+Checks, in order: credentials, account, Region and partition; HyperPod instance quotas (per type and per cluster,
+with what the account's other HyperPod clusters hold: hyperpod_dpd/ops/quotas.py); instance types offered in the
+GPU AZ; free IPs in the GPU subnet; an existing EKS cluster's version and authentication mode; add-on versions; model
 locations in S3; the configured zones resolved for the account, names and AZ IDs, and each training plan's zone
 (``zones``, ``gpu-zone``, ``training-plan:<group>``: hyperpod_dpd/ops/zones.py); GPU headroom per group
 (``capacity:<group>``); an existing HyperPod cluster is ``InService``. A check that cannot run (access denied, an API the
@@ -20,21 +21,34 @@ from hyperpod_dpd.ops.addons import InstalledAddon, installed_addons
 from hyperpod_dpd.ops.checks import Check, Report, attempt, could_not_check, failed, guarded, passed, warned
 from hyperpod_dpd.ops.clusters import FAILED, IN_SERVICE, EksState, HyperPodState, describe_eks, describe_hyperpod
 from hyperpod_dpd.ops.endpoints import EndpointLike, configured_endpoints
-from hyperpod_dpd.ops.quotas import QUOTA_PERMISSIONS
+from hyperpod_dpd.ops.quotas import QUOTA_PERMISSIONS, other_clusters_usage
 
 if TYPE_CHECKING:
     from hyperpod_dpd.config import EnvironmentConfig
 
 
 def credentials_check(env: EnvironmentConfig, sts: Any) -> Check:
-    """The caller's identity; credential errors propagate (no other check can run without credentials)."""
+    """The caller's identity, and the Region the clients ask: every other check reads the environment's account in
+    its Region, so a mismatch stops them (a HyperPod cluster or a quota of another Region would answer for this one).
+    Credential errors propagate (no other check can run without credentials)."""
     identity = sts.get_caller_identity()
     account, arn = identity.get("Account", ""), identity.get("Arn", "")
+    where = f"environment {env.name or '?'}"
     if account != env.account:
-        return failed("credentials", f"credentials are for account {account} ({arn}); environment "
-                                     f"{env.name or '?'} is account {env.account}; other checks skipped",
+        return failed("credentials", f"credentials are for account {account} ({arn}); {where} is account "
+                                     f"{env.account}; other checks skipped",
                       fix=f"use a profile for account {env.account} (--profile or AWS_PROFILE)")
-    return passed("credentials", f"{arn} in account {account}")
+    partition = arn.split(":")[1] if arn.count(":") >= 5 else ""
+    if partition != env.partition:
+        return failed("credentials", f"the caller {arn or '(no ARN)'} is not in partition {env.partition} of {where} "
+                                     f"({env.region}); other checks skipped",
+                      fix=f"use credentials of account {env.account} in partition {env.partition}")
+    region = str(getattr(sts.meta, "region_name", "") or "")
+    if region != env.region:
+        return failed("credentials", f"the checks would read Region {region or '(none)'}; {where} is in "
+                                     f"{env.region}; other checks skipped",
+                      fix=f"drop --region (or pass --region {env.region})")
+    return passed("credentials", f"{arn} in account {account}, {region}")
 
 
 def hyperpod_check(env: EnvironmentConfig, cluster: HyperPodState | None) -> Check:
@@ -72,8 +86,10 @@ def _aws_checks(env: EnvironmentConfig, clients: ClientSource, endpoints: tuple[
     known_cluster = None if isinstance(hyperpod, BaseException) else hyperpod
     counts = capacity.configured_counts(env)
 
-    yield from guarded(lambda: capacity.quota_checks(env, clients.client("service-quotas")),
-                       names=[f"quota:{t}" for t in counts], permission=QUOTA_PERMISSIONS)
+    # the quotas are account-wide: what the account's other HyperPod clusters hold counts against them too
+    usage = attempt(lambda: other_clusters_usage(sagemaker, env.hyperpod.cluster_name))
+    yield from guarded(lambda: capacity.quota_checks(env, clients.client("service-quotas"), usage),
+                       names=capacity.quota_row_names(env), permission=QUOTA_PERMISSIONS)
     yield from guarded(lambda: capacity.offering_checks(env, ec2),
                        names=[f"offering:{t}" for t in sorted(counts)], permission=capacity.OFFERING_PERMISSION)
     yield from guarded(lambda: capacity.subnet_checks(env, ec2, known_cluster),

@@ -17,7 +17,9 @@ Rows (stable names):
   GPU zone. Given as an ID with an adopted VPC, FAIL unless ``existing.gpu_subnet.availability_zone`` is its name.
 * ``training-plan:<group>``: SageMaker ``DescribeTrainingPlan`` (``TrainingPlanName`` takes the ARN too; the zones are
   in ``ReservedCapacitySummaries[].AvailabilityZone`` / ``AvailabilityZoneId``, botocore 1.44.8 ``sagemaker``). FAIL
-  when no reserved capacity of the group's type is in the group's zone; WARN when the answer names no zone.
+  when the plan is ``Expired`` or ``Failed``, reserves none of the group's type, none in the group's zone, or fewer
+  (``TotalInstanceCount`` of its usable summaries there) than the groups of that type on the plan need; WARN when the
+  answer names no zone or no count, or the plan is not ``Active`` yet (``Pending``, ``Scheduled``).
 
 EC2 capacity reservations are not read: a HyperPod instance group takes a training plan and no EC2 reservation
 (botocore 1.44.8, ``ClusterInstanceGroupSpecification``: ``TrainingPlanArn``, ``CapacityRequirements`` with ``Spot`` /
@@ -42,6 +44,9 @@ PLAN_PERMISSION = "sagemaker:DescribeTrainingPlan"
 ZONE_NAMES = ("zones", "gpu-zone")
 AVAILABLE = "available"
 UNAVAILABLE = "unavailable"  # EC2 AvailabilityZoneState: available | information | impaired | unavailable | constrained
+# TrainingPlanStatus and ReservedCapacityStatus: Pending | Active | Scheduled | Expired | Failed (botocore 1.44.8 sagemaker)
+PLAN_ACTIVE = "Active"
+PLAN_ENDED = frozenset({"Expired", "Failed"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,28 +198,57 @@ def _plan_row(env: EnvironmentConfig, group: InstanceGroup, arn: str,
     name = f"training-plan:{group.name}"
     if isinstance(answer, BaseException):
         return could_not_check(name, answer, permission=PLAN_PERMISSION)
+    index = env.hyperpod.instance_groups.index(group)
     if answer is None:
-        index = env.hyperpod.instance_groups.index(group)
         return failed(name, f"training plan {arn} does not exist in account {env.account} ({env.region})",
                       fix=f"set hyperpod.instance_groups[{index}].training_plan_arn to a plan of this account")
     zone = group.availability_zone or env.network.gpu_availability_zone
-    status = answer.get("Status") or "?"
+    status = str(answer.get("Status") or "?")
+    plan = f"training plan {arn} ({status})"
+    if status in PLAN_ENDED:
+        return failed(name, f"{plan}: its reserved capacity cannot be used", fix=f"set hyperpod.instance_groups"
+                      f"[{index}].training_plan_arn to an active plan of {group.instance_type} in {zone}")
     summaries = [s for s in answer.get("ReservedCapacitySummaries") or [] if isinstance(s, dict)]
-    typed = [s for s in summaries if s.get("InstanceType") == group.instance_type] or summaries
+    typed = [s for s in summaries if s.get("InstanceType") == group.instance_type]
+    if summaries and not typed:
+        kinds = ", ".join(sorted({str(s.get("InstanceType") or "?") for s in summaries}))
+        return failed(name, f"{plan} reserves {kinds}, no {group.instance_type} for group {group.name}",
+                      fix=f"use a plan that reserves {group.instance_type} in {zone}")
     places = [(str(s.get("AvailabilityZone") or ""), str(s.get("AvailabilityZoneId") or "")) for s in typed]
     places = [p for p in places if any(p)]
     if not places:
-        return warned(name, f"training plan {arn} ({status}) names no zone for its reserved capacity, so whether it "
-                            f"is in {zone} cannot be checked", fix="look the plan up in the SageMaker console")
+        return warned(name, f"{plan} names no zone for its reserved capacity, so whether it is in {zone} cannot be "
+                            "checked", fix="look the plan up in the SageMaker console")
     described = _places(places)
-    if any(zone in place for place in places):
-        return passed(name, f"training plan {arn} ({status}) reserves {group.instance_type} in {described}, the zone "
-                            f"of group {group.name} ({zone})")
-    plan_id = next((zone_id for _, zone_id in places if zone_id), None)
-    fix = (f"set network.gpu_availability_zone: {plan_id} (the plan's AZ ID; every GPU group shares the GPU zone)"
-           if plan_id else "move the group to the plan's zone, or use a plan in " + zone)
-    return failed(name, f"training plan {arn} ({status}) reserves {group.instance_type} in {described}, not in "
-                        f"{zone}, the zone of group {group.name}", fix=fix)
+    here = [s for s in typed if zone in (s.get("AvailabilityZone"), s.get("AvailabilityZoneId"))]
+    if not here:
+        plan_id = next((zone_id for _, zone_id in places if zone_id), None)
+        fix = (f"set network.gpu_availability_zone: {plan_id} (the plan's AZ ID; every GPU group shares the GPU zone)"
+               if plan_id else "move the group to the plan's zone, or use a plan in " + zone)
+        return failed(name, f"{plan} reserves {group.instance_type} in {described}, not in {zone}, the zone of group "
+                            f"{group.name}", fix=fix)
+    # every group of this type on this plan draws on the same reserved instances (autoscaled groups take no plan)
+    sharing = [g for g in plan_groups(env) if g.training_plan_arn == arn and g.instance_type == group.instance_type]
+    needed = sum(g.max_nodes for g in sharing)
+    usable = [s for s in here if s.get("Status") not in PLAN_ENDED]
+    counts = [s.get("TotalInstanceCount") for s in usable]
+    users = ", ".join(g.name for g in sharing)
+    if not all(isinstance(c, int) for c in counts):
+        return warned(name, f"{plan} reserves {group.instance_type} in {described} without saying how many, so "
+                            f"whether it holds the {needed} instance(s) of {users} cannot be checked",
+                      fix="look the plan up in the SageMaker console")
+    reserved = sum(c for c in counts if isinstance(c, int))
+    if reserved < needed:
+        return failed(name, f"{plan} reserves {reserved} {group.instance_type} in {zone}; groups {users} need {needed}",
+                      fix=f"lower the groups' count to {reserved}, or extend the plan")
+    detail = (f"{plan} reserves {group.instance_type} in {described}, the zone of group {group.name} ({zone}): "
+              f"{reserved} instance(s) for the {needed} of {users}")
+    if status != PLAN_ACTIVE:
+        start = answer.get("StartTime")
+        return warned(name, detail + f"; the plan is {status}, not {PLAN_ACTIVE}"
+                      + (f" (it starts {start})" if start else ""),
+                      fix="deploy once the plan is Active: nodes cannot launch from capacity that has not started")
+    return passed(name, detail)
 
 
 def _places(places: Sequence[tuple[str, str]]) -> str:

@@ -116,3 +116,17 @@ def test_throttling_that_outlasts_retries_is_one_line(monkeypatch: pytest.Monkey
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert err.startswith("hpdpd: error: GetCallerIdentity: Throttling: Rate exceeded (throttled")
+
+
+def test_a_region_other_than_the_environments_fails_before_any_check(aws: None, config_dir: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN dev (us-west-2) and --region us-east-1, where dev's HyperPod cluster would simply "not exist yet"
+    # WHEN preflight runs
+    code = main(["preflight", "--env", "dev", "--config-dir", str(config_dir), "--region", "us-east-1",
+                 "--output", "json"])
+    data = json.loads(capsys.readouterr().out)
+    # THEN the credentials row fails naming both Regions, nothing else is checked, and the command exits 1
+    assert code == 1 and data["ok"] is False
+    assert [(c["name"], c["status"]) for c in data["checks"]] == [("credentials", "fail")]
+    assert "the checks would read Region us-east-1; environment dev is in us-west-2" in data["checks"][0]["detail"]
+    assert data["checks"][0]["fix"] == "drop --region (or pass --region us-west-2)"

@@ -24,6 +24,9 @@ from hyperpod_dpd.ops.capacity import (
     subnet_checks,
 )
 from hyperpod_dpd.ops.clusters import GroupState, HyperPodState, describe_hyperpod
+from hyperpod_dpd.ops.quotas import ClusterUsage
+
+NO_OTHER_CLUSTERS = ClusterUsage()  # the account holds no other HyperPod cluster
 
 REGION = "us-west-2"
 
@@ -46,8 +49,8 @@ def test_quotas_below_the_configured_count_fail_with_the_increase_command(env: E
             {"QuotaName": "ml.p5.48xlarge for cluster usage", "QuotaCode": "L-P5", "Value": 1.0}]},
             {"ServiceCode": "sagemaker"})
         stub.add_response("list_aws_default_service_quotas", {"Quotas": []}, {"ServiceCode": "sagemaker"})
-        # WHEN the quota checks run
-        rows = _by_name(list(quota_checks(env, client)))
+        # WHEN the quota checks run (no other cluster in the account)
+        rows = _by_name(list(quota_checks(env, client, NO_OTHER_CLUSTERS)))
     # THEN p5 fails with the exact increase request and m7i warns that no quota was found
     p5 = rows["quota:ml.p5.48xlarge"]
     assert p5.status == "fail" and "quota 1 (applied) is below the 2 instance(s)" in p5.detail
@@ -61,10 +64,15 @@ def test_quotas_that_cover_the_count_pass(env: EnvironmentConfig, aws_credential
     client = boto3.client("service-quotas", region_name=REGION)
     with Stubber(client) as stub:
         stub.add_response("list_service_quotas", {"Quotas": [
-            {"QuotaName": f"{t} for cluster usage", "QuotaCode": "L-1", "Value": 4.0}
-            for t in ("ml.p5.48xlarge", "ml.m7i.2xlarge")]}, {"ServiceCode": "sagemaker"})
-        rows = list(quota_checks(env, client))
-    assert [r.status for r in rows] == ["pass", "pass"]
+            {"QuotaName": name, "QuotaCode": "L-1", "Value": 4.0}
+            for name in ("ml.p5.48xlarge for cluster usage", "ml.m7i.2xlarge for cluster usage",
+                         "Maximum number instances allowed per SageMaker HyperPod cluster",
+                         "Total number of instances allowed across SageMaker HyperPod clusters")]},
+            {"ServiceCode": "sagemaker"})
+        rows = list(quota_checks(env, client, NO_OTHER_CLUSTERS))
+    assert [(r.name, r.status) for r in rows] == [
+        ("quota:ml.m7i.2xlarge", "pass"), ("quota:ml.p5.48xlarge", "pass"), ("quota:instances-per-cluster", "pass"),
+        ("quota:instances-all-clusters", "pass")]
 
 
 def test_types_offered_in_the_gpu_az_pass(env: EnvironmentConfig, clients: ClientFactory) -> None:
@@ -146,7 +154,9 @@ def test_parked_groups_need_no_quota_offering_or_addresses(make_env: Callable[..
         stub.add_response("list_service_quotas", {"Quotas": [
             {"QuotaName": "ml.m7i.2xlarge for cluster usage", "QuotaCode": "L-M7I", "Value": 2.0}]},
             {"ServiceCode": "sagemaker"})
-        assert [(r.name, r.status) for r in quota_checks(env, quotas)] == [("quota:ml.m7i.2xlarge", "pass")]
+        stub.add_response("list_aws_default_service_quotas", {"Quotas": []}, {"ServiceCode": "sagemaker"})
+        rows = list(quota_checks(env, quotas, NO_OTHER_CLUSTERS))
+        assert [(r.name, r.status) for r in rows if r.name.startswith("quota:ml.")] == [("quota:ml.m7i.2xlarge", "pass")]
     assert [r.name for r in offering_checks(env, clients.client("ec2"))] == ["offering:ml.m7i.2xlarge"]
     (subnet,) = subnet_checks(env, clients.client("ec2"), None)
     assert subnet.status == "pass" and "for the 30 that 2 node(s) need (ml.m7i.2xlarge: 15/node)" in subnet.detail
@@ -297,3 +307,35 @@ def test_quotas_and_addresses_count_an_autoscaled_group_at_its_maximum(scaled_en
     # THEN the quota needed for p5 is its maximum plus the fixed decode node, and all of them may need addresses
     assert configured_counts(scaled_env) == {"ml.m7i.2xlarge": 2, "ml.p5.48xlarge": 4}
     assert needed_ips(scaled_env, {"ml.m7i.2xlarge": 15, "ml.p5.48xlarge": 50}, None) == (2 * 15 + 4 * 50, 6)
+
+
+def _stub_instance_types(stub: Stubber) -> None:
+    stub.add_response("describe_instance_types", {"InstanceTypes": [
+        {"InstanceType": "m7i.2xlarge", "NetworkInfo": {"Ipv4AddressesPerInterface": 15}},
+        {"InstanceType": "p5.48xlarge", "NetworkInfo": {"Ipv4AddressesPerInterface": 50}}]},
+        {"InstanceTypes": ["m7i.2xlarge", "p5.48xlarge"]})
+
+
+def test_the_gpu_subnet_is_read_across_pages_and_a_missing_free_count_warns(
+        make_env: Callable[..., EnvironmentConfig], clients: ClientFactory, existing_network: Any) -> None:
+    env = make_env(existing_network("10.1.0.0/24"))
+    assert env.network.existing is not None
+    gpu = env.network.existing.gpu_subnet.subnet_id
+    subnet = {"SubnetId": gpu, "VpcId": env.network.existing.vpc_id, "AvailabilityZone": "us-west-2a"}
+    ec2 = clients.client("ec2")
+    with Stubber(ec2) as stub:
+        # GIVEN DescribeSubnets answering an empty first page and the GPU subnet on the second
+        _stub_instance_types(stub)
+        stub.add_response("describe_subnets", {"Subnets": [], "NextToken": "n"}, {"SubnetIds": [gpu]})
+        stub.add_response("describe_subnets", {"Subnets": [{**subnet, "AvailableIpAddressCount": 251}]},
+                          {"SubnetIds": [gpu], "NextToken": "n"})
+        # WHEN the subnet check runs
+        (paged,) = subnet_checks(env, ec2, None)
+        # AND again, for an answer that gives no free-address count
+        _stub_instance_types(stub)
+        stub.add_response("describe_subnets", {"Subnets": [subnet]}, {"SubnetIds": [gpu]})
+        (uncounted,) = subnet_checks(env, ec2, None)
+        stub.assert_no_pending_responses()
+    # THEN the second page's subnet is the one judged (not "does not exist"), and no count is a WARN, not a FAIL or PASS
+    assert paged.status == "pass" and "has 251 free addresses for the 130 that 4 node(s) need" in paged.detail
+    assert uncounted.status == "warn" and "did not report the free addresses" in uncounted.detail

@@ -118,6 +118,32 @@ def test_failed_below_minimum_newer_and_unoffered_addons(env: EnvironmentConfig,
     assert metrics.status == "fail" and "newest offered: v0.8.0-eksbuild.1" in metrics.detail
 
 
+@pytest.mark.parametrize(("version", "status", "words"), [
+    ("v1.5.0-eksbuild.1", "DEGRADED", "is DEGRADED, not ACTIVE: 0/2 replicas ready"),
+    ("v1.5.0-eksbuild.1", "CREATING", "is CREATING, not ACTIVE"),
+    ("v1.5.0-eksbuild.1", "DELETING", "is DELETING, not ACTIVE"),
+    ("1.3", "ACTIVE", "installed version '1.3' (ACTIVE) cannot be compared with the minimum v1.3.0-eksbuild.1"),
+    ("", "ACTIVE", "installed version '(none)' (ACTIVE) cannot be compared"),
+])
+def test_an_inference_addon_eks_cannot_confirm_as_working_and_new_enough_warns(
+        env: EnvironmentConfig, aws_credentials: None, version: str, status: str, words: str) -> None:
+    # GIVEN the inference add-on installed in a state that is not ACTIVE, or at a version that cannot be compared with
+    # the DPD minimum (everything else as pinned and ACTIVE)
+    eks = boto3.client("eks", region_name=REGION)
+    installed = _installed(env)
+    installed[INFERENCE_ADDON] = InstalledAddon(name=INFERENCE_ADDON, version=version, status=status,
+                                                issues=("0/2 replicas ready",) if status == "DEGRADED" else ())
+    with Stubber(eks) as stub:
+        _offer_all(stub, env)
+        # WHEN the add-on checks run
+        rows = {r.name: r for r in addon_checks(env, eks, _cluster(), installed)}
+    # THEN its row warns (it never passes on what EKS did not confirm) and says how to look
+    row = rows[f"addon:{INFERENCE_ADDON}"]
+    assert row.status == "warn" and words in row.detail, row
+    assert row.fix == f"aws eks describe-addon --cluster-name hpdpd-dev --addon-name {INFERENCE_ADDON}"
+    assert rows["addon:vpc-cni"].status == "pass"
+
+
 def test_addons_of_a_cluster_not_yet_created_are_checked_for_availability_only(env: EnvironmentConfig,
                                                                                aws_credentials: None) -> None:
     eks = boto3.client("eks", region_name=REGION)

@@ -81,3 +81,45 @@ def test_a_model_in_a_bucket_the_stack_creates_only_warns_before_the_first_deplo
     assert [(r.status, r.detail) for r in rows] == [
         ("warn", "s3://models-created-by-stack/llama: the bucket does not exist yet; the platform stack creates it")]
     assert rows[0].fix is not None and "upload the model" in rows[0].fix
+
+
+def test_a_sibling_folder_or_an_empty_folder_marker_is_not_the_model(env: EnvironmentConfig, clients: ClientFactory,
+                                                                     make_endpoint: Callable[..., Any]) -> None:
+    # GIVEN weights only beside the configured folder ("llama-guard/" next to "llama"), and a folder holding nothing
+    # but the empty marker the S3 console creates
+    _bucket("models-here")
+    s3 = clients.client("s3")
+    s3.put_object(Bucket="models-here", Key="llama-guard/config.json", Body=b"{}")
+    s3.put_object(Bucket="models-here", Key="mistral/", Body=b"")
+    endpoints = (make_endpoint(name="sibling", bucket="models-here", prefix="llama"),
+                 make_endpoint(name="marker", bucket="models-here", prefix="mistral"))
+    # WHEN the model checks run
+    rows = {r.name: r for r in endpoint_model_checks(env, s3, endpoints)}
+    # THEN neither passes: the model folder is the prefix with a slash, and a marker is not weights
+    assert rows["model:sibling"].status == "fail" and rows["model:sibling"].detail == (
+        "s3://models-here/llama/ holds no objects")
+    assert rows["model:marker"].status == "fail" and rows["model:marker"].detail == (
+        "s3://models-here/mistral/ holds no objects")
+
+
+def test_a_bucket_whose_answer_names_no_region_warns_instead_of_assuming_one(
+        make_env: Callable[..., EnvironmentConfig], aws_credentials: None, make_endpoint: Callable[..., Any]) -> None:
+    # GIVEN an S3 endpoint whose HeadBucket answer carries neither BucketRegion nor x-amz-bucket-region, for an
+    # environment in us-east-1 (the Region an absent header used to be read as)
+    def in_virginia(data: dict[str, Any]) -> None:
+        data["region"] = "us-east-1"
+        data["network"]["gpu_availability_zone"] = "us-east-1a"
+        data["network"]["create"]["availability_zones"] = ["us-east-1a", "us-east-1b"]
+        data.setdefault("operator", {})["model_buckets"] = [{"name": "models-somewhere"}]
+
+    env = make_env(in_virginia)
+    s3 = boto3.client("s3", region_name="us-east-1")
+    with Stubber(s3) as stub:
+        stub.add_response("head_bucket", {}, {"Bucket": "models-somewhere"})
+        stub.add_response("head_bucket", {}, {"Bucket": "models-somewhere"})
+        # WHEN the bucket and model checks run
+        rows = [*bucket_checks(env, s3), *endpoint_model_checks(
+            env, s3, (make_endpoint(name="llama", bucket="models-somewhere", prefix="llama"),))]
+    # THEN both warn that the Region could not be checked; neither passes
+    assert [(r.name, r.status) for r in rows] == [("model-bucket:models-somewhere", "warn"), ("model:llama", "warn")]
+    assert all("S3 named no Region for the bucket" in r.detail for r in rows)

@@ -144,6 +144,22 @@ def test_a_read_that_is_denied_warns_with_the_permission(owned: EnvironmentConfi
     assert rows[f"owner:eks:{owned.eks.cluster_name}"].status == "pass"
 
 
+def test_role_tags_are_read_across_pages(owned: EnvironmentConfig, clients: ClientFactory) -> None:
+    # GIVEN IAM answering each role's tags on two pages, another stack's tag on the second
+    roles = [n.name for n in owned_names(owned) if n.kind == "IAM role"]
+    with Stubber(clients.client("iam")) as stub:
+        for role in roles:
+            stub.add_response("list_role_tags", {"Tags": [], "IsTruncated": True, "Marker": "m"}, {"RoleName": role})
+            stub.add_response("list_role_tags", {"Tags": [{"Key": STACK_TAG, "Value": "other-network"}],
+                                                 "IsTruncated": False}, {"RoleName": role, "Marker": "m"})
+        # WHEN the ownership checks run
+        rows = _rows(ownership_checks(owned, clients))
+        stub.assert_no_pending_responses()
+    # THEN every role's row fails on the tag of the second page (the first page alone would read "no stack tag")
+    assert all(rows[f"owner:iam-role:{r}"].status == "fail" for r in roles)
+    assert "already belongs to stack other-network" in rows[f"owner:iam-role:{owned.checks_role_name}"].detail
+
+
 def test_nothing_is_checked_after_the_credentials_failed(owned: EnvironmentConfig, clients: ClientFactory) -> None:
     # GIVEN a report whose credentials check failed, and one whose passed
     refused = Report(checks=(failed("credentials", "account 999999999999"),))

@@ -15,11 +15,17 @@ from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.ops.addons import expected_addons
 from hyperpod_dpd.ops.preflight import run_preflight
 
+CLUSTER_WIDE_QUOTAS = ("Maximum number instances allowed per SageMaker HyperPod cluster",
+                       "Total number of instances allowed across SageMaker HyperPod clusters")
+
 
 def stub_quotas(stub: Stubber, env: EnvironmentConfig, value: float = 8.0) -> None:
+    """Every quota preflight reads, applied at ``value``: one per instance type, and the two cluster-wide ones."""
     stub.add_response("list_service_quotas", {"Quotas": [
-        {"QuotaName": f"{g.instance_type} for cluster usage", "QuotaCode": f"L-{i}", "Value": value}
-        for i, g in enumerate(env.hyperpod.instance_groups)]}, {"ServiceCode": "sagemaker"})
+        *({"QuotaName": f"{g.instance_type} for cluster usage", "QuotaCode": f"L-{i}", "Value": value}
+          for i, g in enumerate(env.hyperpod.instance_groups)),
+        *({"QuotaName": name, "QuotaCode": f"L-C{i}", "Value": value} for i, name in enumerate(CLUSTER_WIDE_QUOTAS))]},
+        {"ServiceCode": "sagemaker"})
 
 
 def stub_eks(stub: Stubber, env: EnvironmentConfig, *, mode: str = "API_AND_CONFIG_MAP") -> None:
@@ -55,10 +61,11 @@ def test_a_healthy_deployed_environment_passes_every_check(deployed: Environment
     # THEN every check passes, in the documented order
     names = [c.name for c in report.checks]
     assert report.ok and all(c.status == "pass" for c in report.checks), [c for c in report.checks if c.status != "pass"]
-    assert names[:3] == ["credentials", "quota:ml.m7i.2xlarge", "quota:ml.p5.48xlarge"]
-    assert names[3:6] == ["offering:ml.m7i.2xlarge", "offering:ml.p5.48xlarge", "subnet-ips"]
-    assert names[6:8] == ["eks-version", "eks-authentication-mode"]
-    assert names[8:17] == [f"addon:{a.name}" for a in expected_addons(deployed)]
+    assert names[:5] == ["credentials", "quota:ml.m7i.2xlarge", "quota:ml.p5.48xlarge", "quota:instances-per-cluster",
+                         "quota:instances-all-clusters"]
+    assert names[5:8] == ["offering:ml.m7i.2xlarge", "offering:ml.p5.48xlarge", "subnet-ips"]
+    assert names[8:10] == ["eks-version", "eks-authentication-mode"]
+    assert names[10:19] == [f"addon:{a.name}" for a in expected_addons(deployed)]
     assert names[-1] == "hyperpod-cluster"
     assert "123456789012" in report.checks[0].detail
 
@@ -70,6 +77,22 @@ def test_credentials_for_another_account_stop_the_checks(make_env: Callable[...,
     assert not report.ok and [c.name for c in report.checks] == ["credentials"]
     assert "credentials are for account 123456789012" in report.checks[0].detail
     assert "999999999999" in (report.checks[0].fix or "")
+
+
+def test_clients_of_another_region_or_partition_stop_the_checks(env: EnvironmentConfig, moto: None) -> None:
+    # GIVEN dev (us-west-2, partition aws) and clients of us-east-1, where nothing of dev exists
+    report = run_preflight(env, ClientFactory(region="us-east-1"), endpoints=())
+    # THEN only the credentials row runs, and it fails: "does not exist yet" there says nothing about us-west-2
+    assert not report.ok and [(c.name, c.status) for c in report.checks] == [("credentials", "fail")]
+    assert "would read Region us-east-1; environment dev is in us-west-2" in report.checks[0].detail
+    # AND credentials of the account in another partition fail the same way
+    clients = ClientFactory(region="us-west-2")
+    with Stubber(clients.client("sts")) as sts:
+        sts.add_response("get_caller_identity", {"Account": env.account, "UserId": "AIDA",
+                                                 "Arn": f"arn:aws-cn:iam::{env.account}:user/ops"}, {})
+        other = run_preflight(env, clients, endpoints=())
+    assert [(c.name, c.status) for c in other.checks] == [("credentials", "fail")]
+    assert "is not in partition aws" in other.checks[0].detail
 
 
 def test_access_denied_on_one_call_warns_and_the_other_checks_run(env: EnvironmentConfig, clients: ClientFactory,

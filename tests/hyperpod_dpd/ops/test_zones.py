@@ -198,6 +198,35 @@ def test_a_plan_without_a_zone_warns_and_a_missing_plan_fails(make_env: Callable
     assert [r.status for r in missing] == ["fail", "fail"] and "does not exist" in missing[0].detail
 
 
+@pytest.mark.parametrize(("change", "status", "words"), [
+    ({"Status": "Expired"}, "fail", "(Expired): its reserved capacity cannot be used"),
+    ({"Status": "Failed"}, "fail", "(Failed): its reserved capacity cannot be used"),
+    ({"instance_type": "ml.p5en.48xlarge"}, "fail", "reserves ml.p5en.48xlarge, no ml.p5.48xlarge for group prefill"),
+    ({"TotalInstanceCount": 1}, "fail", "reserves 1 ml.p5.48xlarge in us-west-2a; groups prefill, decode need 2"),
+    ({"summary_status": "Expired"}, "fail", "reserves 0 ml.p5.48xlarge in us-west-2a; groups prefill, decode need 2"),
+    ({"Status": "Scheduled"}, "warn", "the plan is Scheduled, not Active"),
+])
+def test_a_plan_in_the_gpu_zone_that_cannot_hold_the_groups_does_not_pass(
+        make_env: Callable[..., EnvironmentConfig], clients: ClientFactory, change: dict[str, Any], status: str,
+        words: str) -> None:
+    # GIVEN prefill and decode (1 + 1 ml.p5.48xlarge) on one plan whose capacity is in their zone, but the plan has
+    # ended, reserves another type, too few instances, only an ended reservation, or has not started
+    env = _planned(make_env)
+    answer = _plan("us-west-2a", "usw2-az2", instance_type=change.get("instance_type", "ml.p5.48xlarge"))
+    summary = answer["ReservedCapacitySummaries"][0]
+    answer["Status"] = change.get("Status", "Active")
+    summary["TotalInstanceCount"] = change.get("TotalInstanceCount", 2)
+    summary["Status"] = change.get("summary_status", "Active")
+    sagemaker = clients.client("sagemaker")
+    with Stubber(sagemaker) as stub:
+        stub.add_response("describe_training_plan", answer, {"TrainingPlanName": PLAN})
+        # WHEN the plan rows run
+        rows = list(plan_checks(env, sagemaker))
+    # THEN neither group's row passes, and the row says why
+    assert [r.status for r in rows] == [status, status], rows
+    assert words in rows[0].detail
+
+
 def test_a_plan_that_cannot_be_read_warns_with_the_permission(make_env: Callable[..., EnvironmentConfig],
                                                               clients: ClientFactory) -> None:
     env = _planned(make_env)
