@@ -81,11 +81,18 @@ def dra_inventory(kube: Kube) -> DraInventory:
 
 
 def claim_names(pod: Mapping[str, Any]) -> list[str]:
-    """The ResourceClaims a pod uses: named directly in its spec, or generated from a template (its status)."""
-    names = [str(c["resourceClaimName"]) for c in ((pod.get("spec") or {}).get("resourceClaims") or [])
-             if isinstance(c, dict) and c.get("resourceClaimName")]
-    names += [str(s["resourceClaimName"]) for s in ((pod.get("status") or {}).get("resourceClaimStatuses") or [])
-              if isinstance(s, dict) and s.get("resourceClaimName")]
+    """The ResourceClaims whose devices the vLLM container gets: a pod's claim (named directly in its spec, or
+    generated from a template: its status) reaches only the containers that list it in ``resources.claims``
+    (Kubernetes API, Container ``resources.claims``: "the names of resources, defined in spec.resourceClaims, that
+    are used by this container")."""
+    from hyperpod_dpd.ops.fabric import worker_container
+
+    used = {str(c.get("name")) for c in ((worker_container(pod).get("resources") or {}).get("claims") or [])
+            if isinstance(c, dict) and c.get("name")}
+    entries = [*((pod.get("spec") or {}).get("resourceClaims") or []),
+               *((pod.get("status") or {}).get("resourceClaimStatuses") or [])]
+    names = [str(c["resourceClaimName"]) for c in entries
+             if isinstance(c, dict) and c.get("resourceClaimName") and str(c.get("name")) in used]
     return list(dict.fromkeys(names))
 
 

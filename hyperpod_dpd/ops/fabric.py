@@ -51,6 +51,19 @@ def worker_container(document: Mapping[str, Any]) -> Mapping[str, Any]:
     return chosen or (containers[0] if containers else {})
 
 
+def worker_efa(document: Mapping[str, Any]) -> int:
+    """EFA devices the vLLM container requests (the device plugin mounts a device into the container asking for it)."""
+    from hyperpod_dpd.ops.workloads import parse_pod
+
+    return parse_pod({"spec": {"containers": [dict(worker_container(document))]}}).efa
+
+
+def worker_env(document: Mapping[str, Any]) -> dict[str, str]:
+    """The literal environment of the vLLM container (a sidecar's variables are not the server's)."""
+    return {str(v.get("name")): str(v.get("value")) for v in worker_container(document).get("env") or []
+            if isinstance(v, dict) and "value" in v}
+
+
 def command_line(document: Mapping[str, Any]) -> list[str]:
     container = worker_container(document)
     return [str(part) for part in [*(container.get("command") or []), *(container.get("args") or [])]]

@@ -13,6 +13,7 @@ Every pattern cites the upstream code that prints it. Versions read:
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -40,6 +41,23 @@ STORED = re.compile(
 # already written the KV into the decoder's buffer; this times the copy from that local buffer into vLLM's paged KV.
 RETRIEVED = re.compile(r"Retrieved (\d+) out of (\d+) required tokens.*?size: ([\d.]+) gb, cost ([\d.]+) ms",
                        re.IGNORECASE)
+# The same line for counting hits and misses (any wording): "Retrieved 0 out of M" is a retrieve that found none of
+# the KV the lookup promised, so the decoder recomputes (DPD troubleshooting). A lookup that finds nothing logs no
+# line at all: the adapter retrieves only requests whose load_spec can load (0.4.3
+# lmcache/integration/vllm/vllm_v1_adapter.py start_load_kv, :792-793).
+RETRIEVE_COUNT = re.compile(r"Retrieved (\d+) out of (\d+) required tokens")
+# The decoder's PD buffer is full (0.4.3 lmcache/v1/storage_backend/pd_backend.py:540, _allocate_and_put).
+BUFFER_FULL = "Failed to allocate memory object, retrying"
+
+# LMCache's effective configuration, printed by every LMCacheEngine it creates (0.4.3 cache_engine.py:104:
+# logger.info(f"Creating LMCacheEngine with config: {config}")), as the dict of its fields (config_base.py:433-435
+# __str__). The fields read (0.4.3 lmcache/v1/config.py:189-221): enable_pd (bool), pd_role ('sender' on the
+# prefiller, 'receiver' on the decoder), transfer_channel, nixl_backends (a list, or None: NixlAgentWrapper then asks
+# NIXL for ["UCX"], lmcache/v1/transfer_channel/nixl_channel.py:610-612). Values as Python's repr prints them.
+LMCACHE_CONFIG_LINE = "Creating LMCacheEngine with config: {"
+CONFIG_FIELDS = {name: re.compile(rf"'{name}': ({pattern})") for name, pattern in (
+    ("enable_pd", r"True|False"), ("pd_role", r"None|'[^']*'"), ("transfer_channel", r"None|'[^']*'"),
+    ("nixl_backends", r"None|\[(?:\s*(?:'[^']*'|\"[^\"]*\")\s*,?)*\]"))}  # a list of str reprs
 
 # NIXL's Python agent, after the backend was created (nixl_cu12 1.0.1 _api.py:361, ai-dynamo/nixl@8770b65
 # src/api/python/_api.py:405): logger.info("Backend %s was instantiated", backend).
@@ -49,6 +67,14 @@ BACKEND_LINE = re.compile(r"Backend (\w+) was instantiated")
 # v1.0.1, printed only with NIXL_LOG_LEVEL=INFO (the C++ default is WARN, src/utils/common/nixl_log.cpp:36).
 DISCOVERED_EFA = re.compile(r"Discovered (\d+) EFA devices")
 DISCOVERED_TCP = re.compile(r"Discovered (\d+) (tcp|sockets) devices \(TCP fallback\)")
+# NIXL's Python agent, for a backend name it has no plugin for (v1.0.1 _api.py:221-224, @8770b65 :251-254; WARNING,
+# shown at its default INFO): the backend is not created, whatever LMCache asked for.
+MISSING_PLUGIN = re.compile(r"Skipping backend registration (\S+) due to the missing plugin")
+# NIXL's libfabric rails when the provider lacks FI_HMEM, so GPU memory is registered as system memory: no GPUDirect
+# RDMA (v1.0.1 src/utils/libfabric/libfabric_rail.cpp:1344, NIXL_WARN, shown at the C++ default WARN; and :456,
+# NIXL_INFO; @8770b65 :1565 and :463).
+NO_HMEM = ("VRAM memory requested but provider does not support FI_HMEM",
+           "Using provider without FI_HMEM support for rail")
 
 # fi_info's short listing (util/info.c print_short_info): "provider: %s" then "    fabric: %s", "    domain: %s".
 # On failure it prints "fi_getinfo: %d (%s)" and exits with -ret (61 for -FI_ENODATA, "No data available").
@@ -72,15 +98,20 @@ class StoreTotals:
     bytes: float
     seconds: float
     put_time_lines: int  # lines that carried put_time; the others contribute their whole cost (a lower bound)
+    # lines faster than the ceiling: their size counts chunks that were not written. The PD backend sends only the
+    # chunks the decoder does not hold yet (0.4.3 pd_backend.py:436-445, already_sent_indexes), while the line's size
+    # is every chunk of the store (cache_engine.py:495, tot_kv_size)
+    overstated_lines: int = 0
 
     @property
     def lower_bound(self) -> bool:
         return self.put_time_lines < self.lines
 
 
-def store_totals(texts: Iterable[str]) -> StoreTotals | None:
-    """Σ size ÷ Σ put_time over the prefillers' store lines (cost where put_time is missing); None without any."""
-    lines = put_lines = 0
+def store_totals(texts: Iterable[str], *, ceiling_gbps: float | None = None) -> StoreTotals | None:
+    """Σ size ÷ Σ put_time over the prefillers' store lines (cost where put_time is missing); None without any.
+    ``ceiling_gbps``: the most one rank's write can reach (GB/s); a line above it is counted as overstated."""
+    lines = put_lines = over = 0
     moved = took = 0.0
     for text in texts:
         for found in STORED.finditer(text):
@@ -89,14 +120,89 @@ def store_totals(texts: Iterable[str]) -> StoreTotals | None:
                 continue
             lines += 1
             moved += size * GIB
-            if put is not None and float(put) > 0:
-                put_lines += 1
-                took += float(put) / 1000
-            else:
-                took += cost / 1000
+            seconds = float(put) / 1000 if put is not None and float(put) > 0 else cost / 1000
+            put_lines += 1 if put is not None and float(put) > 0 else 0
+            took += seconds
+            if ceiling_gbps and (seconds <= 0 or size * GIB / seconds / 1e9 > ceiling_gbps):
+                over += 1
     if not lines or took <= 0:
         return None
-    return StoreTotals(lines=lines, bytes=moved, seconds=took, put_time_lines=put_lines)
+    return StoreTotals(lines=lines, bytes=moved, seconds=took, put_time_lines=put_lines, overstated_lines=over)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrieveCounts:
+    """The decoder's retrieve lines: full hits, partial ones, misses (Retrieved 0), and buffer-full retries."""
+
+    full: int = 0
+    partial: int = 0
+    misses: int = 0
+    buffer_full: int = 0
+
+    @property
+    def hits(self) -> int:
+        return self.full + self.partial
+
+
+def retrieve_counts(text: str) -> RetrieveCounts:
+    full = partial = misses = 0
+    for found in RETRIEVE_COUNT.finditer(text):
+        got, wanted = int(found.group(1)), int(found.group(2))
+        if wanted <= 0:
+            continue
+        if got <= 0:
+            misses += 1
+        elif got < wanted:
+            partial += 1
+        else:
+            full += 1
+    return RetrieveCounts(full=full, partial=partial, misses=misses, buffer_full=text.count(BUFFER_FULL))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LMCacheConfig:
+    """The fields of LMCache's effective configuration that say how the KV moves (None: not in the line)."""
+
+    enable_pd: bool | None = None
+    pd_role: str | None = None
+    transfer_channel: str | None = None
+    nixl_backends: tuple[str, ...] | None = None  # None: LMCache's None (NIXL is then asked for UCX), or not read
+    fields: frozenset[str] = frozenset()  # the fields the line carried
+
+
+def lmcache_configs(text: str) -> list[LMCacheConfig]:
+    """Every ``Creating LMCacheEngine with config`` line of a log (one per engine LMCache created)."""
+    found = []
+    for line in text.splitlines():
+        at = line.find(LMCACHE_CONFIG_LINE)
+        if at < 0:
+            continue
+        body = line[at + len(LMCACHE_CONFIG_LINE) - 1:]
+        values: dict[str, object] = {}
+        for name, pattern in CONFIG_FIELDS.items():
+            match = pattern.search(body)
+            if match:
+                try:
+                    values[name] = ast.literal_eval(match.group(1))
+                except (ValueError, SyntaxError):
+                    continue
+        enable, role, channel, backends = (values.get(n) for n in CONFIG_FIELDS)
+        found.append(LMCacheConfig(
+            enable_pd=enable if isinstance(enable, bool) else None, pd_role=role if isinstance(role, str) else None,
+            transfer_channel=channel if isinstance(channel, str) else None,
+            nixl_backends=tuple(str(b) for b in backends) if isinstance(backends, list) else None,
+            fields=frozenset(values)))
+    return found
+
+
+def missing_plugins(text: str) -> set[str]:
+    """Backend names NIXL skipped because it has no plugin of that name."""
+    return set(MISSING_PLUGIN.findall(text))
+
+
+def no_gpu_direct(text: str) -> bool:
+    """NIXL's libfabric rails registered GPU memory as system memory (the provider has no FI_HMEM)."""
+    return any(line in text for line in NO_HMEM)
 
 
 @dataclass(frozen=True, kw_only=True)

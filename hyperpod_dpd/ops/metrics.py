@@ -154,6 +154,7 @@ class Throughput:
     transfers: int | None = None
     lower_bound: bool = False
     estimate: bool = False
+    overstated_lines: int = 0  # store lines faster than the fabric can carry (see kv_logs.StoreTotals)
 
     @property
     def gbps(self) -> float:

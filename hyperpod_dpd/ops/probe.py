@@ -114,15 +114,15 @@ def run_probe(kube: Kube, endpoint: Any, *, iec: str, options: ProbeOptions | No
     workers = [d for d in worker_documents(kube, namespace=namespace, iec=iec) if phase(d) == "Running"]
     providers = [_probe_worker(kube, d, options) for d in workers]
     template = workers[0] if workers else None
-    image = options.image or (str(worker_container(template).get("image") or "") if template else "") \
-        or endpoint.worker_image
+    served = (str(worker_container(template).get("image") or "") if template else "") or endpoint.worker_image
+    image = options.image or served
     placement = place(kube, endpoint, iec=iec)
     base = BandwidthProbe(outcome="not-run", detail="", command=pingpong(options.message_bytes, options.iterations),
                           device_line_rate_gbps=per_device_line_rate_gbps(endpoint.instance),
                           rank_line_rate_gbps=per_rank_line_rate_gbps(endpoint.instance))
     if placement.server is None or placement.client is None:
         only = "; the provider was checked inside the running workers only" if workers else ""
-        return ProbeReport(namespace=namespace, image=image, providers=tuple(providers),
+        return ProbeReport(namespace=namespace, image=image, worker_image=served, providers=tuple(providers),
                            bandwidth=replace(base, detail=placement.reason + only))
     token = token or secrets.token_hex(3)
     created: list[str] = []
@@ -133,7 +133,8 @@ def run_probe(kube: Kube, endpoint: Any, *, iec: str, options: ProbeOptions | No
                                          options=options, created=created, clock=clock, sleep=sleep, base=base)
         finally:
             left = _delete(kube, namespace, created)
-    return ProbeReport(namespace=namespace, image=image, providers=(*providers, *images), bandwidth=bandwidth,
+    return ProbeReport(namespace=namespace, image=image, worker_image=served, providers=(*providers, *images),
+                       bandwidth=bandwidth,
                        created=tuple(created), left_behind=tuple(left))
 
 

@@ -99,12 +99,14 @@ class ProbeReport:
     providers: tuple[ProviderProbe, ...] = ()
     created: tuple[str, ...] = ()
     left_behind: tuple[str, ...] = ()
+    worker_image: str | None = None  # the running workers' image (else the configured one)
 
     def worker(self, pod: str) -> ProviderProbe | None:
         return next((p for p in self.providers if p.in_worker and p.pod == pod), None)
 
     def checks(self, *, floor_gbps: float) -> list[Check]:
-        rows = [provider_row(role, [p for p in self.providers if p.role == role]) for role in DPD_ROLES]
+        rows = [provider_row(role, [p for p in self.providers if p.role == role], worker_image=self.worker_image)
+                for role in DPD_ROLES]
         rows.append(bandwidth_row(self.bandwidth, floor_gbps=floor_gbps))
         if self.left_behind:
             pods = " ".join(self.left_behind)
@@ -120,7 +122,9 @@ class ProbeReport:
                 "left_behind": list(self.left_behind)}
 
 
-def provider_row(role: str, found: list[ProviderProbe]) -> Check:
+def provider_row(role: str, found: list[ProviderProbe], *, worker_image: str | None = None) -> Check:
+    """libfabric lists efa for the role's workers: inside them, or in a probe pod of their image (a probe pod of
+    another image, --probe-image, shows what its own libfabric lists on that node, not what the workers' does)."""
     name = f"probe:provider:{role}"
     if not found:
         return Check(name=name, status="warn", detail=f"nothing probed for {role}",
@@ -137,8 +141,14 @@ def provider_row(role: str, found: list[ProviderProbe]) -> Check:
                      cause=f"libfabric lists no efa provider {bad.location}: its libfabric lacks the EFA provider, or "
                            "no EFA device is mounted into the pod (/dev/infiniband), so NIXL's LIBFABRIC runs over "
                            "tcp; use an image with the EFA installer's libfabric and EFA device requests")
-    if any(p.result == "efa" for p in found):  # the others did not run or could not tell: no contrary evidence
+    theirs = [p for p in found if p.in_worker or worker_image is None or p.image == worker_image]
+    if any(p.result == "efa" for p in theirs):  # the others did not run or could not tell: no contrary evidence
         return Check(name=name, status="pass", detail=detail)
+    if any(p.result == "efa" for p in found):
+        return Check(name=name, status="warn", detail=detail,
+                     cause=f"efa is listed only by the libfabric of the probe image, not of the workers' image "
+                           f"{worker_image}: the node offers EFA, but whether the workers' libfabric has the EFA "
+                           "provider was not checked (their image has no fi_info)")
     missing = next((p for p in found if p.result == "missing"), None)
     cause = (f"the image has no fi_info, so its libfabric cannot be checked: {PROBE_IMAGE_FIX}" if missing
              else next((p.note for p in found if p.note), "the probe could not run fi_info"))

@@ -14,14 +14,29 @@ from typing import Any
 from tests.fakes.kube_api import FakeKube, node, pod
 
 INFERENCE_NAMESPACE = "hyperpod-inference-system"
-EFA_ENV = {"LMCACHE_NIXL_BACKENDS": '["LIBFABRIC"]', "FI_PROVIDER": "efa", "NIXL_LOG_LEVEL": "INFO",
+# LMCache 0.4.3 reads LMCACHE_NIXL_BACKENDS as a comma-separated list (config_base.py _to_str_list).
+EFA_ENV = {"LMCACHE_NIXL_BACKENDS": "LIBFABRIC", "FI_PROVIDER": "efa", "NIXL_LOG_LEVEL": "INFO",
            "PYTHONHASHSEED": "0"}
 # The operator renders the connector into the vLLM container's arguments (LMCache/LMCache PR #2732's thread).
 KV_TRANSFER_CONFIG = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
 # LMCache's retrieve line as the DPD documentation quotes it (one per TP rank); the decoder's local copy.
 RETRIEVED = ("[Worker_TP0] [LMCache INFO] [req_id=cmpl-1] Retrieved 6035 out of 6035 required tokens (from 6035 "
              "total tokens). size: 0.2344 gb, cost 25.0000 ms, throughput: 9.3760 GB/s;")
-STARTUP = "NIXL INFO    _api.py:361 Backend LIBFABRIC was instantiated\n'pd_role': 'receiver'\n"
+
+
+def lmcache_config(role: str = "receiver", *, enable_pd: bool = True, backends: str = "['LIBFABRIC']") -> str:
+    """LMCache 0.4.3's engine line (cache_engine.py:104), its config as the dict config_base.py's __str__ prints
+    (fields in the order of lmcache/v1/config.py; the ones between left out)."""
+    return ("[2026-12-01 21:55:00,001] LMCache INFO: Creating LMCacheEngine with config: {'chunk_size': 256, "
+            "'local_cpu': False, 'max_local_cpu_size': 5.0, 'save_decode_cache': False, "
+            f"'enable_pd': {enable_pd}, 'pd_role': '{role}', 'pd_buffer_size': 8589934592, 'pd_buffer_device': "
+            "'cuda', 'pd_peer_host': '10.1.0.12', 'pd_peer_init_port': [7300], 'pd_peer_alloc_port': [7400], "
+            f"'pd_proxy_host': '10.1.0.3', 'pd_proxy_port': 7500, 'transfer_channel': 'nixl', 'nixl_backends': "
+            f"{backends}, 'nixl_buffer_size': None, 'extra_config': None}} (cache_engine.py:104:lmcache.v1.cache_engine)\n")
+
+
+STARTUP = lmcache_config("receiver") + "2026-12-01 21:55:01 NIXL INFO    _api.py:361 Backend LIBFABRIC was instantiated\n"
+PREFILL_STARTUP = STARTUP.replace("'receiver'", "'sender'")
 NIXL_EFA = "I1201 21:55:00.123456  4242 libfabric_topology.cpp:130] Discovered 32 EFA devices\n"
 NIXL_TCP = "I1201 21:55:00.123456  4242 libfabric_topology.cpp:133] Discovered 1 tcp devices (TCP fallback)\n"
 
@@ -65,7 +80,7 @@ def add_generation(fake: FakeKube, *, iec: str, namespace: str, endpoint: str, p
         worker["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     fake.pods += [*workers, pod(router, namespace=INFERENCE_NAMESPACE, node_name="system-0", gpus=0, efa=0,
                                 container="router-container")]
-    fake.logs[(namespace, prefill, f"prefill-{iec}")] = (STARTUP.replace("receiver", "sender") + nixl
+    fake.logs[(namespace, prefill, f"prefill-{iec}")] = (PREFILL_STARTUP + nixl
                                                          + (stored() if prefill_log is None else prefill_log))
     fake.logs[(namespace, decode, f"decode-{iec}")] = STARTUP + nixl + decoder_log + "\n"
     fake.logs[(INFERENCE_NAMESPACE, router, "router-container")] = (

@@ -75,7 +75,7 @@ def test_a_healthy_fabric_passes_on_the_prefill_side(cluster: Any, capsys: pytes
     assert code == 0 and data["ok"] is True and err == ""
     assert {name: row["status"] for name, row in rows(data).items()} == dict.fromkeys(
         ["iec", "pods:prefill", "pods:decode", "same-az", "separate-nodes", "efa:prefill", "efa:decode",
-         "transfer-backend", "kv-throughput"], "pass")
+         "transfer-backend", "kv-throughput", "kv-retrieve"], "pass")
     (report,) = data["endpoints"]
     # AND the throughput is the prefill side's per rank: 0.2344 GiB per rank written in a 6 ms put, against the
     # 50 GB/s a p5 GPU owns of the instance's 3,200 Gbit/s
@@ -95,7 +95,7 @@ def test_nixl_connector_metrics_are_read_only_for_vllms_nixl_connector(
         cluster: Any, metrics: prometheus.FakePrometheus, capsys: pytest.CaptureFixture[str]) -> None:
     fake, kubeconfig = cluster
     # GIVEN an LMCache endpoint whose prefill log holds no store line, and a Prometheus with NIXL-connector series
-    set_log(fake, PREFILL, dpd_cluster.STARTUP + dpd_cluster.NIXL_EFA)
+    set_log(fake, PREFILL, dpd_cluster.PREFILL_STARTUP + dpd_cluster.NIXL_EFA)
     code, data, _ = run_json(capsys, verify(kubeconfig, "--prometheus", metrics.url))
     # THEN those series are not read (LMCacheConnectorV1 never registers them) and nothing is measured: a warning
     kv = rows(data)["kv-throughput"]
@@ -117,7 +117,7 @@ def test_an_unknown_connector_never_trusts_nixl_connector_series(
     fake, kubeconfig = cluster
     # GIVEN workers whose arguments name no --kv-transfer-config, and no store line in the prefill log
     set_args(fake, ["--model", "/opt/ml/model"])
-    set_log(fake, PREFILL, dpd_cluster.STARTUP)
+    set_log(fake, PREFILL, dpd_cluster.PREFILL_STARTUP)
     code, data, _ = run_json(capsys, verify(kubeconfig, "--prometheus", metrics.url))
     kv = rows(data)["kv-throughput"]
     # THEN the NIXL-connector series are not read and the row says why nothing was measured
@@ -128,7 +128,7 @@ def test_an_unknown_connector_never_trusts_nixl_connector_series(
 def test_the_prefill_store_series_give_an_estimate_that_never_passes(cluster: Any,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     fake, kubeconfig = cluster
-    set_log(fake, PREFILL, dpd_cluster.STARTUP + dpd_cluster.NIXL_EFA)
+    set_log(fake, PREFILL, dpd_cluster.PREFILL_STARTUP + dpd_cluster.NIXL_EFA)
     # GIVEN no store line in the log, but LMCache's store series: 1,000,000 tokens stored in 2 s of store time
     with prometheus.serve() as series:
         series.series = {"lmcache:time_to_store_sum": 2.0, "lmcache:num_stored_tokens_total": 1e6}
@@ -171,14 +171,29 @@ def _ucx(fake: kube_api.FakeKube) -> None:
 def _libfabric_on_tcp(fake: kube_api.FakeKube) -> None:
     """LIBFABRIC instantiated, but NIXL's plugin found only libfabric's tcp provider (an image without EFA's)."""
     for item in fake.pods:
-        item["spec"]["containers"][0]["env"] = [{"name": "LMCACHE_NIXL_BACKENDS", "value": '["LIBFABRIC"]'},
+        item["spec"]["containers"][0]["env"] = [{"name": "LMCACHE_NIXL_BACKENDS", "value": "LIBFABRIC"},
                                                 {"name": "NIXL_LOG_LEVEL", "value": "INFO"}]
     for key, text in list(fake.logs.items()):
         fake.logs[key] = text.replace(dpd_cluster.NIXL_EFA, dpd_cluster.NIXL_TCP)
 
 
+def _no_gpudirect(fake: kube_api.FakeKube) -> None:
+    """libfabric on efa, but its provider lacks FI_HMEM: NIXL registers the GPU buffer as system memory (NIXL 1.0.1
+    libfabric_rail.cpp:1344, a WARN line, printed at NIXL's default level)."""
+    for key, text in list(fake.logs.items()):
+        if key[1] in (PREFILL, DECODE):
+            fake.logs[key] = text.replace(dpd_cluster.NIXL_EFA, dpd_cluster.NIXL_EFA + (
+                "W1201 21:55:02.000000  4242 libfabric_rail.cpp:1344] VRAM memory requested but provider does not "
+                "support FI_HMEM - falling back to system memory registration\n"))
+
+
+def _recomputed(fake: kube_api.FakeKube) -> None:
+    set_log(fake, DECODE, dpd_cluster.STARTUP + dpd_cluster.NIXL_EFA
+            + dpd_cluster.RETRIEVED.replace("Retrieved 6035 out of", "Retrieved 0 out of") + "\n")
+
+
 def _slow(fake: kube_api.FakeKube) -> None:
-    set_log(fake, PREFILL, dpd_cluster.STARTUP + dpd_cluster.NIXL_EFA + dpd_cluster.stored(0.2344, put_ms=500.0))
+    set_log(fake, PREFILL, dpd_cluster.PREFILL_STARTUP + dpd_cluster.NIXL_EFA + dpd_cluster.stored(0.2344, put_ms=500.0))
 
 
 @pytest.mark.parametrize(("breakage", "check", "cause"), [
@@ -188,7 +203,10 @@ def _slow(fake: kube_api.FakeKube) -> None:
     (_ucx, "transfer-backend", "NIXL's UCX backend"),
     (_libfabric_on_tcp, "transfer-backend", "LIBFABRIC on libfabric's tcp provider"),
     (_slow, "kv-throughput", "EFA is not in use"),
-], ids=["two-azs", "one-node", "no-efa", "ucx-backend", "libfabric-on-tcp", "half-a-gigabyte"])
+    (_no_gpudirect, "transfer-backend", "GPUDirect RDMA is off"),
+    (_recomputed, "kv-retrieve", "the decoder recomputed the prefill"),
+], ids=["two-azs", "one-node", "no-efa", "ucx-backend", "libfabric-on-tcp", "half-a-gigabyte", "no-gpudirect",
+        "decoder-recomputed"])
 def test_a_broken_fabric_fails_naming_the_cause(cluster: Any, capsys: pytest.CaptureFixture[str], breakage: Any,
                                                 check: str, cause: str) -> None:
     fake, kubeconfig = cluster
@@ -227,7 +245,7 @@ def test_the_table_names_the_cause_and_the_decoder_load(cluster: Any, capsys: py
     code = main(verify(kubeconfig, output="table"))
     out = capsys.readouterr().out
     assert code == 1 and "Likely cause" in out and "FAIL" in out and "same-az" in out
-    assert "8 pass, 0 warn, 1 fail" in " ".join(out.split())
+    assert "9 pass, 0 warn, 1 fail" in " ".join(out.split())
     assert "decoder KV load time (a local copy from the decoder's PD buffer, not the fabric): 25.00 ms" in out
 
 
@@ -253,7 +271,7 @@ def test_a_cluster_that_cannot_be_read_ends_with_one_line(cluster: Any, capsys: 
 def test_unreachable_api_server_and_prometheus_end_with_one_line(tmp_path: Path, cluster: Any,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     fake, kubeconfig = cluster
-    set_log(fake, PREFILL, dpd_cluster.STARTUP)  # no store line: the Prometheus is asked
+    set_log(fake, PREFILL, dpd_cluster.PREFILL_STARTUP)  # no store line: the Prometheus is asked
     with prometheus.serve() as gone:
         url = gone.url  # stopped when the block ends: nothing listens there any more
     code = main(verify(kubeconfig, "--prometheus", url))
@@ -381,3 +399,17 @@ def test_a_probe_timeout_that_is_not_positive_is_refused(cluster: Any, capsys: p
     err = capsys.readouterr().err
     assert code == 2 and err == "hpdpd: error: --probe-timeout: 0 is not allowed; give a positive number of seconds\n"
     assert fake.requests == []  # refused before the cluster is asked
+
+
+def test_efa_listed_only_by_another_probe_image_does_not_pass_the_workers(
+        probed: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    fake, kubeconfig, kubelet, shell = probed
+    # GIVEN workers whose image has no fi_info, and probe pods of another image (--probe-image) that list efa
+    shell.fi_info, shell.fi_exit = dpd_cluster.NOT_FOUND, 127
+    code, data, _ = run_json(capsys, verify(kubeconfig, "--probe", "--probe-image", "example.com/efa-tools:1"))
+    checks = rows(data)
+    # THEN the provider rows warn: the probe image's libfabric is not the workers'
+    for role in ("prefill", "decode"):
+        row = checks[f"probe:provider:{role}"]
+        assert row["status"] == "warn" and "not of the workers' image" in row["cause"]
+    assert probe_pods(fake) == []

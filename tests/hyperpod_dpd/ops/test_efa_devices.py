@@ -34,8 +34,26 @@ def test_a_pods_claims_hold_the_allocated_efa_devices(fake_kube: Any) -> None:
             {"driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"}]}}}})
     kube = fake_kube.client()
     inventory = dra_inventory(kube)
-    pods = [{"metadata": {"name": "d"}, "spec": {"resourceClaims": [{"name": "efa", "resourceClaimTemplateName": "t"}]},
-             "status": {"resourceClaimStatuses": [{"name": "efa", "resourceClaimName": "d-efa"}]}},
+    pods = [{"metadata": {"name": "d"}, "spec": {
+        "resourceClaims": [{"name": "efa", "resourceClaimTemplateName": "t"}],
+        "containers": [{"name": "decode-x", "resources": {"claims": [{"name": "efa"}]}}]},
+        "status": {"resourceClaimStatuses": [{"name": "efa", "resourceClaimName": "d-efa"}]}},
             {"metadata": {"name": "plain"}, "spec": {}}]
     assert claimed_efa(kube, namespace="ns", pods=pods, inventory=inventory) == {"d": 1}
     assert claimed_efa(kube, namespace="ns", pods=pods[1:], inventory=inventory) == {}
+
+
+def test_a_claim_only_a_sidecar_uses_gives_the_server_no_device(fake_kube: Any) -> None:
+    # GIVEN a pod whose EFA claim is listed by its nginx sidecar, not by its vLLM container
+    fake_kube.put(SLICES, slice_of("n1"))
+    fake_kube.put("/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims", {
+        "metadata": {"name": "d-efa"}, "status": {"allocation": {"devices": {"results": [
+            {"driver": "dra.net", "pool": "n1", "device": "pci-efa-0"}]}}}})
+    kube = fake_kube.client()
+    pod = {"metadata": {"name": "d"}, "spec": {
+        "resourceClaims": [{"name": "efa", "resourceClaimName": "d-efa"}],
+        "containers": [{"name": "decode-x"}, {"name": "nginx", "resources": {"claims": [{"name": "efa"}]}}]}}
+    # WHEN the devices the pod holds are counted
+    held = claimed_efa(kube, namespace="ns", pods=[pod], inventory=dra_inventory(kube))
+    # THEN the server holds none: a claim reaches only the containers that list it in resources.claims
+    assert held == {"d": 0}

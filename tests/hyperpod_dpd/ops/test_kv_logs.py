@@ -9,8 +9,12 @@ from hyperpod_dpd.ops.kv_logs import (
     backends,
     decoder_load,
     fi_info,
+    lmcache_configs,
+    missing_plugins,
     nixl_provider,
+    no_gpu_direct,
     perf_mb_per_second,
+    retrieve_counts,
     store_totals,
 )
 from tests.fakes import dpd_cluster
@@ -76,3 +80,47 @@ def test_the_result_table_gives_mb_per_second() -> None:
                 "4m      1k      4g          0.36s  11650.12       360.04         0.00\n")
     assert perf_mb_per_second(fabtests) == 11650.12
     assert perf_mb_per_second("fi_pingpong: failed to connect: Connection refused") is None
+
+
+def test_lmcache_prints_its_effective_configuration_per_engine() -> None:
+    # GIVEN the decoder's engine line, and one whose nixl_backends LMCache took from '["LIBFABRIC"]' (one name)
+    text = dpd_cluster.lmcache_config("receiver") + dpd_cluster.lmcache_config(
+        "sender", backends="['[\"LIBFABRIC\"]']")
+    # WHEN it is read
+    first, second = lmcache_configs(text)
+    # THEN the fields that say how the KV moves are LMCache's own values
+    assert (first.enable_pd, first.pd_role, first.transfer_channel, first.nixl_backends) == (
+        True, "receiver", "nixl", ("LIBFABRIC",))
+    assert second.pd_role == "sender" and second.nixl_backends == ('["LIBFABRIC"]',)
+    unset = lmcache_configs(dpd_cluster.lmcache_config(backends="None"))[0]
+    assert unset.nixl_backends is None and "nixl_backends" in unset.fields
+    assert lmcache_configs("LMCache INFO: Stored 0 out of total 0 tokens") == []
+
+
+def test_nixl_lines_that_rule_out_libfabric_on_gpu_memory() -> None:
+    # NIXL 1.0.1's agent (_api.py:222) and libfabric rails (libfabric_rail.cpp:1344, :456), as they print
+    skipped = "2026-12-01 21:55:01 NIXL WARNING _api.py:222 Skipping backend registration [\"LIBFABRIC\"] due to the " \
+              "missing plugin."
+    assert missing_plugins(skipped) == {'["LIBFABRIC"]'}
+    assert no_gpu_direct("W1201 21:55:02.1 42 libfabric_rail.cpp:1344] VRAM memory requested but provider does not "
+                         "support FI_HMEM - falling back to system memory registration")
+    assert no_gpu_direct("I1201 21:55:02.1 42 libfabric_rail.cpp:456] Using provider without FI_HMEM support for rail 0")
+    assert not no_gpu_direct("I1201 libfabric_rail.cpp:460] Using provider with FI_HMEM support for rail 0")
+
+
+def test_the_decoder_retrieve_lines_count_hits_partials_and_misses() -> None:
+    text = "\n".join([dpd_cluster.RETRIEVED,
+                      "[req_id=b] Retrieved 0 out of 6035 required tokens (from 6035 total tokens). size: 0.0 gb, cost 1 ms",
+                      "[req_id=c] Retrieved 4096 out of 6035 required tokens (from 6035 total tokens). size: 0.1 gb",
+                      "Failed to allocate memory object, retrying..."])
+    found = retrieve_counts(text)
+    assert (found.full, found.partial, found.misses, found.buffer_full) == (1, 1, 1, 1) and found.hits == 2
+
+
+def test_a_store_line_faster_than_the_ceiling_is_counted_as_overstated() -> None:
+    # GIVEN one store line at 0.1562 GiB in 5 ms (33.5 GB/s) and one whose chunks the decoder held (0.2 ms put)
+    skipped = V043.replace("put_time: 5.0000 ms", "put_time: 0.2000 ms")
+    totals = store_totals([V043, skipped], ceiling_gbps=50.0)
+    # THEN the second is counted as overstating the fabric (838 GB/s is no rank's write)
+    assert totals is not None and totals.overstated_lines == 1
+    assert store_totals([V043]).overstated_lines == 0  # type: ignore[union-attr]

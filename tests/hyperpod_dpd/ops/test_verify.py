@@ -43,6 +43,7 @@ def dra(fake: Any, *, devices: int = 4) -> None:
                 "string": "Elastic Network Adapter (ENA)"}}}]}})
         item = next(p for p in fake.pods if p["metadata"]["name"] == pod_name)
         item["spec"]["resourceClaims"] = [{"name": "efa", "resourceClaimTemplateName": "gpu-efa"}]
+        item["spec"]["containers"][0]["resources"]["claims"] = [{"name": "efa"}]  # the vLLM container uses it
         item["status"]["resourceClaimStatuses"] = [{"name": "efa", "resourceClaimName": f"{pod_name}-efa"}]
         fake.put(f"/apis/resource.k8s.io/v1/namespaces/{ENDPOINT.namespace}/resourceclaims", {
             "metadata": {"name": f"{pod_name}-efa"}, "status": {"allocation": {"devices": {"results": [
@@ -94,3 +95,91 @@ def test_a_missing_crd_fails_verify_too(fake_kube: Any) -> None:
     report = verify_endpoint(fake_kube.client(), Target(endpoint=ENDPOINT, iec=ENDPOINT.resource_name))
     assert [(c.name, c.status) for c in report.checks] == [("iec", "fail")]
     assert "the server could not find the requested resource" in report.checks[0].detail
+
+
+def plugin_less(fake: Any) -> None:
+    """Nodes without the EFA device plugin (allocatable 0), pods without EFA requests."""
+    for item in fake.nodes:
+        item["status"]["allocatable"]["vpc.amazonaws.com/efa"] = "0"
+    for item in fake.pods:
+        for container in item["spec"]["containers"]:
+            for kind in ("requests", "limits"):
+                container.get("resources", {}).get(kind, {}).pop("vpc.amazonaws.com/efa", None)
+
+
+def test_a_cluster_without_the_dra_api_fails_the_efa_rows_instead_of_erroring(cluster: Any) -> None:
+    # GIVEN nodes without the EFA device plugin, on a cluster that serves no resource.k8s.io/v1 (before 1.34: the API
+    # server answers its own NotFound for the group)
+    plugin_less(cluster)
+    cluster.fail("/apis/resource.k8s.io/", 404, "the server could not find the requested resource")
+    # WHEN the endpoint is verified
+    rows = run(cluster)
+    # THEN the efa rows fail on the missing devices (no DRA driver can hold any), rather than the command stopping
+    assert rows["efa:prefill"].status == "fail" and rows["efa:decode"].status == "fail"
+    assert "advertises no vpc.amazonaws.com/efa" in (rows["efa:decode"].cause or "")
+
+
+def test_dra_objects_that_may_not_be_read_warn_naming_the_answer(cluster: Any) -> None:
+    # GIVEN nodes without the device plugin, and an operations role that may not list ResourceSlices
+    plugin_less(cluster)
+    cluster.fail("/apis/resource.k8s.io/v1/resourceslices", 403,
+                 'resourceslices.resource.k8s.io is forbidden: User "ci" cannot list resource "resourceslices"')
+    rows = run(cluster)
+    # THEN the efa rows cannot pass and say what the API server answered, and the rest of the report is there
+    assert rows["efa:decode"].status == "warn" and "403" in (rows["efa:decode"].cause or "")
+    assert "needs list on resourceslices.resource.k8s.io" in (rows["efa:decode"].cause or "")
+    assert rows["transfer-backend"].status == "pass"
+
+
+def test_an_efa_request_of_a_sidecar_is_no_device_for_the_server(cluster: Any) -> None:
+    # GIVEN decode pods whose nginx sidecar, not the vLLM container, requests the EFA devices
+    decode = next(p for p in cluster.pods if p["metadata"]["name"] == DECODE)
+    server, sidecar = decode["spec"]["containers"]
+    gpus = {"nvidia.com/gpu": "8"}
+    server["resources"] = {"requests": dict(gpus), "limits": dict(gpus)}
+    sidecar["resources"] = {"requests": {"vpc.amazonaws.com/efa": "32"}, "limits": {"vpc.amazonaws.com/efa": "32"}}
+    rows = run(cluster)
+    # THEN the decode efa row fails: the device plugin mounts the devices into the sidecar
+    assert rows["efa:decode"].status == "fail" and "vLLM container requests no" in (rows["efa:decode"].cause or "")
+    assert rows["efa:prefill"].status == "pass"
+
+
+@pytest.mark.parametrize(("status", "message"), [
+    (404, f'pods "{DECODE}" not found'),
+    (400, f'container "decode-{ENDPOINT.resource_name}" in pod "{DECODE}" is waiting to start: ContainerCreating'),
+], ids=["pod-gone", "container-not-started"])
+def test_a_worker_log_that_cannot_be_read_warns_its_rows(cluster: Any, status: int, message: str) -> None:
+    # GIVEN a decode pod whose log the API server will not give (deleted since it was listed, or restarting)
+    cluster.fail(f"/api/v1/namespaces/{ENDPOINT.namespace}/pods/{DECODE}/log", status, message)
+    # WHEN the endpoint is verified
+    rows = run(cluster)
+    # THEN the rows that read it warn with the API server's answer; nothing passes on the missing log
+    assert rows["transfer-backend"].status == "warn" and message in rows["transfer-backend"].detail
+    assert rows["kv-retrieve"].status == "warn" and rows["kv-throughput"].status == "pass"
+
+
+def test_store_lines_without_lmcaches_pd_configuration_do_not_pass(cluster: Any) -> None:
+    # GIVEN a long-running prefiller whose start-up lines are gone from its log: only its store lines are left
+    cluster.logs[next(k for k in cluster.logs if k[1] == PREFILL)] = dpd_cluster.NIXL_EFA + dpd_cluster.stored()
+    rows = run(cluster)
+    # THEN the throughput is reported but does not pass: those stores may be local offloads, not writes to the decoder
+    assert rows["kv-throughput"].status == "warn" and "pd_role sender" in (rows["kv-throughput"].cause or "")
+
+
+def test_store_lines_faster_than_a_gpus_share_of_efa_do_not_pass(cluster: Any) -> None:
+    # GIVEN stores of 0.2344 GiB in 0.5 ms of put (503 GB/s per rank: chunks the decoder already held were not sent)
+    key = next(k for k in cluster.logs if k[1] == PREFILL)
+    cluster.logs[key] = dpd_cluster.PREFILL_STARTUP + dpd_cluster.NIXL_EFA + dpd_cluster.stored(put_ms=0.5)
+    rows = run(cluster)
+    assert rows["kv-throughput"].status == "warn" and "8 store line(s) faster" in rows["kv-throughput"].detail
+
+
+def test_a_decoder_that_recomputes_fails_even_when_the_prefiller_wrote(cluster: Any) -> None:
+    # GIVEN a healthy prefill side, and a decoder whose retrieves found none of the KV (PYTHONHASHSEED differs)
+    key = next(k for k in cluster.logs if k[1] == DECODE)
+    cluster.logs[key] = cluster.logs[key].replace("Retrieved 6035 out of", "Retrieved 0 out of")
+    report = verify_endpoint(cluster.client(), Target(endpoint=ENDPOINT, iec=ENDPOINT.resource_name))
+    rows = {c.name: c for c in report.checks}
+    # THEN the KV the fabric carried was not used: verify fails on kv-retrieve, while kv-throughput still passes
+    assert rows["kv-retrieve"].status == "fail" and "PYTHONHASHSEED" in (rows["kv-retrieve"].cause or "")
+    assert rows["kv-throughput"].status == "pass" and not report.ok
