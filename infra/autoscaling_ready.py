@@ -40,6 +40,10 @@ SERVICE_TIMEOUT = cdk.Duration.hours(1)
 TOTAL_TIMEOUT = cdk.Duration.minutes(55)
 QUERY_INTERVAL = cdk.Duration.minutes(1)  # 55 DescribeCluster calls at most; the first right after the request
 HANDLER_TIMEOUT = cdk.Duration.seconds(60)
+# The handler fails the request itself two polls before the framework would, naming the last DescribeCluster state
+# (the framework's own timeout answers CloudFormation "Operation timed out" and nothing more).
+GIVE_UP = cdk.Duration.minutes(TOTAL_TIMEOUT.to_minutes() - 2 * QUERY_INTERVAL.to_minutes())
+GIVE_UP_ENV = "GIVE_UP_AFTER_SECONDS"  # read by the handler (handlers/autoscaling_ready/index.py, GIVE_UP_ENV)
 # The newest Python runtime aws-cdk-lib 2.275 knows (cdk-nag AwsSolutions-L1 wants the newest of the family); its
 # boto3 must know DescribeCluster's AutoScaling field, which the handler checks before it waits.
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -53,6 +57,12 @@ FUNCTION_SKIPS = {
                    "its message, a dead-letter queue would never receive it",
     "CKV_AWS_117": "calls only AWS APIs (SageMaker DescribeCluster, Lambda, Step Functions, the CloudFormation "
                    "response URL); nothing in the VPC",
+}
+# The waiter's own functions have one environment variable, the number of seconds it gives up after.
+HANDLER_FUNCTION_SKIPS = {
+    **FUNCTION_SKIPS,
+    "CKV_AWS_173": "its environment holds one number (the seconds the waiter gives up after), no secret; encrypted "
+                   "at rest with the AWS managed key",
 }
 # The framework's functions have an environment (the handlers' and the state machine's ARNs).
 FRAMEWORK_FUNCTION_SKIPS = {
@@ -110,6 +120,7 @@ class AutoScalingReady(Construct):
         code = lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"])
         functions = {name: lambda_.Function(self, name, runtime=RUNTIME, code=code, handler=f"index.{entry}", role=role,
                                             timeout=HANDLER_TIMEOUT, log_group=self.log_group, memory_size=256,
+                                            environment={GIVE_UP_ENV: str(int(GIVE_UP.to_seconds()))},
                                             description=f"{RESOURCE_TYPE} {entry} ({cluster_name})")
                      for name, entry in (("OnEvent", "on_event"), ("IsComplete", "is_complete"))}
         for function in functions.values():
@@ -131,7 +142,7 @@ class AutoScalingReady(Construct):
     def _acknowledge(self) -> None:
         """cdk-nag and checkov findings on the waiter and on the framework aws-cdk-lib builds for it."""
         for function in self.functions.values():
-            checkov.skip_all(_cfn(function), FUNCTION_SKIPS)
+            checkov.skip_all(_cfn(function), HANDLER_FUNCTION_SKIPS)
         for group in (self.log_group, self.node.find_child("WaiterLogs")):
             checkov.skip_all(_cfn(group), LOG_GROUP_SKIPS)
         acknowledge_framework(self, self.provider, framework=FRAMEWORK, handlers="the waiter's handlers")

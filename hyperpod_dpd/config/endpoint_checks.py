@@ -19,7 +19,6 @@ from hyperpod_dpd.catalogue.operator import (
     IEC_EXTENSION_FIELDS,
     KVAWARE_INVOCATION_PATHS,
     MANAGED_VLLM_FLAGS,
-    MAX_DECODE_REPLICAS,
     PAYOFF_MIN_PARAMETERS_BILLION,
     PD_BUFFER_SIZE_VARIABLE,
     ROUTER_SERVICE_SUFFIX,
@@ -27,6 +26,13 @@ from hyperpod_dpd.catalogue.operator import (
 )
 from hyperpod_dpd.config.base import join
 from hyperpod_dpd.config.capacity import ratio_issues, role_capacity_issues
+from hyperpod_dpd.config.endpoint_autoscaling_checks import (
+    autoscaling_issues,
+    autoscaling_warnings,
+    decode_issues,
+    environment_autoscaling_warnings,
+    server_issues,
+)
 from hyperpod_dpd.config.endpoint_cache import RELEASE_HINTS
 from hyperpod_dpd.config.endpoint_fields import GENERATION_LENGTH as GENERATION_LENGTH  # re-exported
 from hyperpod_dpd.config.endpoint_gateway_checks import gateway_environment_issues, gateway_issues
@@ -94,7 +100,7 @@ def _local_issues(e: EndpointFields, path: str) -> Iterator[Issue]:
         elif gpus % e.tensor_parallel_size:
             yield Issue(join(path, "tensor_parallel_size"), e.tensor_parallel_size,
                         f"must divide the {gpus} GPUs of {e.instance_type}; allowed: {divisors}")
-    decode = list(_decode_issues(e, path))
+    decode = list(decode_issues(e, path))
     yield from decode
     if not decode:  # the prefill:decode ratio, unless the decoders themselves are refused (root cause alone)
         yield from ratio_issues(e, path)
@@ -122,13 +128,7 @@ def _local_issues(e: EndpointFields, path: str) -> Iterator[Issue]:
     yield from e.model_cache.issues(e.instance_type, join(path, "model_cache"))  # docs/cold-start.md
     for where, args in (("args", e.args), ("prefill.args", e.prefill.args), ("decode.args", e.decode.args)):
         yield from managed_flag_issues(join(path, where), args)
-    for role in DPD_ROLES:
-        config = e.role(role)
-        scaling = config.autoscaling
-        if scaling and not scaling.min_replicas <= config.replicas <= scaling.max_replicas:
-            yield Issue(join(path, f"{role}.replicas"), config.replicas,
-                        f"must be between autoscaling.min_replicas ({scaling.min_replicas}) and "
-                        f"max_replicas ({scaling.max_replicas})")
+    yield from autoscaling_issues(e, path, decoder_refused=bool(decode))  # endpoint_autoscaling_checks
     if prefill_image == decode_image:  # one image (else refused above): what it cannot run is refused too
         yield from image_issues(e, path)
     gpu_memory = (e.instance.gpu.memory_gib if e.instance.gpu else 0) * 1024**3
@@ -136,19 +136,6 @@ def _local_issues(e: EndpointFields, path: str) -> Iterator[Issue]:
         yield Issue(join(path, "pd_buffer_size"), e.pd_buffer_size,
                     f"must be smaller than one GPU's memory ({e.instance.gpu.memory_gib:g} GiB on "  # type: ignore[union-attr]
                     f"{e.instance_type}); it is allocated per tensor-parallel rank on the decoder")
-
-
-def _decode_issues(e: EndpointFields, path: str) -> Iterator[Issue]:
-    if e.decode.allow_multiple_replicas:
-        return
-    why = (f"the HyperPod Inference Operator supports {MAX_DECODE_REPLICAS} decoder per endpoint today; add prefill "
-           "replicas or raise pd_buffer_size instead, or set decode.allow_multiple_replicas: true for an operator "
-           "that runs several decoders")
-    if e.decode.replicas > MAX_DECODE_REPLICAS:
-        yield Issue(join(path, "decode.replicas"), e.decode.replicas, why)
-    scaling = e.decode.autoscaling
-    if scaling and scaling.max_replicas > MAX_DECODE_REPLICAS:
-        yield Issue(join(path, "decode.autoscaling.max_replicas"), scaling.max_replicas, why)
 
 
 def _s3_key_issues(e: EndpointFields, path: str) -> Iterator[Issue]:
@@ -196,6 +183,7 @@ def _environment_issues(e: EndpointFields, root: Any, path: str) -> Iterator[Iss
                     "clients' ranges (e.g. the VPC CIDR)")
     yield from operator_issues(e, root.operator.version, path)
     yield from gateway_environment_issues(e, root, path)  # routing.tier: gateway (endpoint_gateway_checks)
+    yield from server_issues(e, root, path)  # a trigger's Prometheus workspace against KEDA's role
     yield from kv_issues(e, root.operator.version, root, path)  # kv_cache: docs/kv-cache.md
     yield from _taint_issues(e, root, path)
     zone = e.topology.availability_zone
@@ -301,7 +289,9 @@ def environment_warnings(root: Any) -> list[Issue]:
     """Every warning of environment ``root``, each once: its own (``root.warnings()``) and each endpoint's under
     ``endpoints[<i>]``. Printed by ``--check`` and ``python app.py``, and the CDK annotations of an app
     (hyperpod_dpd.infra.config_warnings)."""
-    found = [*root.warnings(), *(w for i, e in enumerate(root.endpoints) for w in e.warnings(f"endpoints[{i}]"))]
+    found = [*root.warnings(), *(w for i, e in enumerate(root.endpoints) for w in e.warnings(f"endpoints[{i}]")),
+             *(w for i, e in enumerate(root.endpoints)
+               for w in environment_autoscaling_warnings(e, root, f"endpoints[{i}]"))]
     return list(dict.fromkeys(found))  # Issue is a frozen dataclass: the same path and message count once
 
 
@@ -324,6 +314,7 @@ def endpoint_warnings(e: EndpointFields, path: str = "") -> list[Issue]:
         found.append(Issue("max_model_len", e.max_model_len,
                            f"is below routing.threshold ({threshold}): no prompt reaches the threshold, so no "
                            "request is ever disaggregated"))
+    found.extend(autoscaling_warnings(e, ""))  # triggers over series that may not exist (endpoint_autoscaling_checks)
     found.extend(image_warnings(e, ""))  # kvaware and MultiProcess on an image that cannot run them: endpoint_issues
     # The router NetworkPolicy admits the VPC's addresses, where the operator's load balancer (and so a SageMaker
     # endpoint) sends from (k8s.router.load_balancer_cidrs), so a SageMaker endpoint needs no router.allowed_cidrs.

@@ -92,6 +92,17 @@ def _tokens(expr: str) -> Iterator[tuple[str, str, int]]:
         position = match.end()
 
 
+def promql_tokens(expr: str) -> list[tuple[str, str, int]]:
+    """The tokens of one PromQL expression as ``(kind, text, position)``, spaces left out; kinds are the group names
+    of the lexer (``string``, ``duration``, ``number``, ``ident``, ``op``, ``open``, ``close``). Raises
+    :class:`MonitoringError` on a character PromQL has no token for."""
+    return list(_tokens(expr))
+
+
+GROUPING_KEYWORDS = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right"})  # take label lists
+KEYWORDS = _KEYWORDS
+
+
 def promql_problems(expr: str) -> list[str]:
     """Lexical problems of one PromQL expression (empty when it looks well formed)."""
     try:

@@ -1,9 +1,10 @@
 """``hpdpd verify``: the KV-fabric gate of one endpoint, from the live cluster, its logs and its metrics.
 
-Checks (stable names): ``iec``, ``pods:prefill``, ``pods:decode``, ``same-az``, ``separate-nodes``, ``efa:prefill``,
-``efa:decode``, ``transfer-backend``, ``kv-throughput``, ``kv-retrieve``; with the probe also ``probe:provider:prefill``,
+Checks (stable names): ``iec``, ``pods:prefill``, ``pods:decode``, ``autoscaling:prefill`` and ``autoscaling:decode``
+(a role with a Prometheus trigger), ``same-az``, ``separate-nodes``, ``efa:prefill``, ``efa:decode``,
+``transfer-backend``, ``kv-throughput``, ``kv-retrieve``; with the probe also ``probe:provider:prefill``,
 ``probe:provider:decode``, ``probe:bandwidth`` (hyperpod_dpd.ops.probe). The rows are built by
-:mod:`hyperpod_dpd.ops.verify_checks`.
+:mod:`hyperpod_dpd.ops.verify_checks` and :mod:`hyperpod_dpd.ops.verify_autoscaling`.
 
 Where the numbers come from (docs/cli.md, "hpdpd verify"): the KV transfer is measured on the prefill side, where
 LMCache's PD backend writes the KV into the decoder's buffer with a NIXL WRITE inside its store (prefill logs'
@@ -52,6 +53,7 @@ from hyperpod_dpd.ops.metrics import Prometheus, Throughput, nixl_connector_thro
 from hyperpod_dpd.ops.pod_api import HEAD_LOG_BYTES, read_log, worker_documents
 from hyperpod_dpd.ops.probe import ProbeOptions, run_probe
 from hyperpod_dpd.ops.probe_report import ProbeReport
+from hyperpod_dpd.ops.verify_autoscaling import expected_pods, trigger_checks
 from hyperpod_dpd.ops.verify_checks import (
     PD_ROLES,
     BackendEvidence,
@@ -131,8 +133,9 @@ def verify_endpoint(kube: Kube, target: Target) -> VerifyReport:
     pods = [parse_pod(d) for d in documents]
     cluster = nodes(kube)
     events = warning_events(kube, namespace=e.namespace, names={p.name for p in pods}) if pods else []
-    for role in DPD_ROLES:
-        rows.append(pods_check(role, [p for p in pods if p.role == role], e.role(role).replicas, events))
+    for role in DPD_ROLES:  # an autoscaled role is held to its min_replicas: KEDA may have scaled it down to that
+        rows.append(pods_check(role, [p for p in pods if p.role == role], expected_pods(e, role), events))
+    rows += trigger_checks(e, target.prometheus)  # autoscaling:<role>: does the trigger query find a series
     running_docs = [d for d, p in zip(documents, pods, strict=True) if p.running]
     running = [parse_pod(d) for d in running_docs]
     rows += [zone_check(running, cluster), node_check(running)]

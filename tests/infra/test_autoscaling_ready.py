@@ -143,6 +143,26 @@ def test_its_functions_log_to_a_retained_log_group_on_the_newest_python(
     template.has_resource("AWS::Logs::LogGroup", {"Properties": {"RetentionInDays": 365}})
 
 
+def test_the_handler_gives_up_with_its_own_message_before_the_framework_times_out(
+        synthesized: tuple[HyperPodCluster, Template]) -> None:
+    cluster, template = synthesized
+    ready = cluster.autoscaling_ready
+    assert ready is not None
+    stack = cdk.Stack.of(cluster)
+    functions = template.find_resources("AWS::Lambda::Function")
+    (machine,) = template.find_resources("AWS::StepFunctions::StateMachine").values()
+    definition = json.loads("".join(p if isinstance(p, str) else "arn"
+                                    for p in machine["Properties"]["DefinitionString"]["Fn::Join"][1]))
+    (retry,) = definition["States"]["framework-isComplete-task"]["Retry"]
+    # THEN the waiter's functions know when to give up: at least one poll before the framework's last attempt, so
+    # CloudFormation gets the handler's message (the last DescribeCluster state), not "Operation timed out"
+    for function in ready.functions.values():
+        logical_id = stack.get_logical_id(function.node.default_child)  # type: ignore[arg-type]
+        variables = functions[logical_id]["Properties"]["Environment"]["Variables"]
+        give_up = int(variables[index.GIVE_UP_ENV])
+        assert 0 < give_up <= retry["IntervalSeconds"] * (retry["MaxAttempts"] - 1)
+
+
 def test_no_autoscaled_group_no_waiter(cdk_context: dict[str, Any]) -> None:
     # GIVEN autoscaling enabled on the cluster but no group that autoscales (construct only: nothing is synthesized)
     stack = cdk.Stack(cdk.App(context=cdk_context), "Fixed", env=cdk.Environment(account="111111111111",

@@ -16,14 +16,21 @@ The fields and values read here are those of SageMaker's ``DescribeCluster`` in 
   Failed | Creating | Deleting, required) and ``FailureMessage`` ("If the autoscaling status is Failed").
 
 Anything else (a status this model does not list, autoscaling absent or disabled while it should be enabled) is not
-ready: the waiter keeps polling and, if it never becomes ready, the framework fails the resource at its timeout, so a
-Karpenter manifest is never applied on a guess. Runs on AWS Lambda with the runtime's boto3; no print, the framework
-logs the events.
+ready: the waiter keeps polling, so a Karpenter manifest is never applied on a guess. Each poll that is not ready
+prints one line of what DescribeCluster showed (the function's log group). The framework's own timeout answers
+CloudFormation with a bare "Operation timed out"; so :func:`on_event` stamps the request with its start
+(:data:`STARTED`, which the framework merges into every ``is_complete`` event: aws-cdk-lib 2.275
+``custom-resources/lib/provider-framework/runtime/framework.js``, ``createResponseEvent`` and the waiter's input), and
+``is_complete`` fails the request itself once :data:`GIVE_UP_ENV` seconds have passed, with the last state it saw.
+A failure reaches CloudFormation as the exception's message (the same framework.js, ``invokeUserFunction``: the
+function's ``errorMessage`` and its log group, no stack trace). Runs on AWS Lambda with the runtime's boto3.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 IN_SERVICE = "InService"
@@ -31,6 +38,8 @@ FAILED = "Failed"
 DELETING = "Deleting"
 ENABLE = "Enable"
 CLUSTER_PROPERTY = "ClusterArn"  # the custom resource's property naming the cluster (name or ARN both work)
+STARTED = "WaitStartedAt"  # epoch seconds of the request, from on_event's answer (the framework passes it on)
+GIVE_UP_ENV = "GIVE_UP_AFTER_SECONDS"  # set by infra/autoscaling_ready.py, shorter than the framework's total timeout
 
 
 class NotReady(Exception):
@@ -55,6 +64,14 @@ def readiness(described: Mapping[str, Any]) -> bool:
     return status == IN_SERVICE and autoscaling.get("Mode") == ENABLE and autoscaling.get("Status") == IN_SERVICE
 
 
+def observed(described: Mapping[str, Any]) -> str:
+    """What a DescribeCluster answer shows of the two statuses, in one line."""
+    autoscaling = described.get("AutoScaling")
+    scaling = (f"AutoScaling Mode {autoscaling.get('Mode') or '-'}, Status {autoscaling.get('Status') or '-'}"
+               if autoscaling else "no AutoScaling")
+    return f"ClusterStatus {described.get('ClusterStatus') or '-'}, {scaling}"
+
+
 def _client() -> Any:
     """SageMaker in the function's Region, retrying throttling the standard way (a raised error fails the request)."""
     import boto3  # the Lambda runtime's copy
@@ -74,18 +91,30 @@ def _require_autoscaling_field(client: Any) -> None:
                        "AutoScaling field; use a runtime with a newer boto3")
 
 
-def on_event(event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
-    """Create/Update: the physical id is the cluster ARN (a new cluster is a new waiter). Delete: nothing to do."""
+def on_event(event: Mapping[str, Any], context: Any = None, *, now: Callable[[], float] = time.time) -> dict[str, Any]:
+    """Create/Update: the physical id is the cluster ARN (a new cluster is a new waiter), and the request's start.
+    Delete: nothing to do."""
     if event["RequestType"] == "Delete":
         return {"PhysicalResourceId": event["PhysicalResourceId"]}
-    return {"PhysicalResourceId": str(event["ResourceProperties"][CLUSTER_PROPERTY])}
+    return {"PhysicalResourceId": str(event["ResourceProperties"][CLUSTER_PROPERTY]), STARTED: int(now())}
 
 
-def is_complete(event: Mapping[str, Any], context: Any = None, *, client: Any = None) -> dict[str, Any]:
-    """``{"IsComplete": True}`` once :func:`readiness` holds; a deletion completes at once."""
+def is_complete(event: Mapping[str, Any], context: Any = None, *, client: Any = None,
+                now: Callable[[], float] = time.time) -> dict[str, Any]:
+    """``{"IsComplete": True}`` once :func:`readiness` holds; a deletion completes at once. Past :data:`GIVE_UP_ENV`
+    seconds after :data:`STARTED`, a cluster still not ready fails the request with what it last showed."""
     if event["RequestType"] == "Delete":
         return {"IsComplete": True}
     client = client if client is not None else _client()
     _require_autoscaling_field(client)
     described = client.describe_cluster(ClusterName=str(event["ResourceProperties"][CLUSTER_PROPERTY]))
-    return {"IsComplete": readiness(described)}
+    if readiness(described):
+        return {"IsComplete": True}
+    state = observed(described)
+    name = described.get("ClusterName") or described.get("ClusterArn") or "the cluster"
+    print(f"HyperPod cluster {name} not ready yet: {state}")  # one line in the function's log group
+    limit, started = float(os.environ.get(GIVE_UP_ENV) or 0), event.get(STARTED)
+    if limit > 0 and isinstance(started, (int, float)) and now() - started >= limit:
+        raise NotReady(f"HyperPod cluster {name} and its autoscaling are not both InService after "
+                       f"{(now() - started) / 60:.0f} minutes; DescribeCluster last showed {state}")
+    return {"IsComplete": False}

@@ -121,11 +121,52 @@ def test_a_deletion_completes_without_calling_sagemaker() -> None:
 
 
 def test_the_physical_id_is_the_cluster_arn_and_a_deletion_keeps_it() -> None:
-    # GIVEN Create, Update and Delete requests THEN the physical id is the cluster ARN, kept on deletion
-    assert index.on_event(EVENT) == {"PhysicalResourceId": ARN}
-    assert index.on_event({**EVENT, "RequestType": "Update", "PhysicalResourceId": "old"}) == {"PhysicalResourceId": ARN}
+    # GIVEN Create, Update and Delete requests THEN the physical id is the cluster ARN, kept on deletion, and a
+    # Create or Update is stamped with its start (the framework passes it on to every is_complete event)
+    started = {index.STARTED: 1767225600}
+    assert index.on_event(EVENT, now=lambda: 1767225600.7) == {"PhysicalResourceId": ARN, **started}
+    assert index.on_event({**EVENT, "RequestType": "Update", "PhysicalResourceId": "old"},
+                          now=lambda: 1767225600) == {"PhysicalResourceId": ARN, **started}
     assert index.on_event({"RequestType": "Delete", "PhysicalResourceId": "old", "ResourceProperties": {}}) == {
         "PhysicalResourceId": "old"}
+
+
+NOT_READY = {"Mode": "Enable", "AutoScalerType": "Karpenter", "Status": "Creating"}
+
+
+def _poll_at(seconds: float, event: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """One poll of a cluster whose autoscaling is still Creating, ``seconds`` after 1767225600."""
+    monkeypatch.setenv(index.GIVE_UP_ENV, "3180")
+    client = _client()
+    with Stubber(client) as stub:
+        stub.add_response("describe_cluster", _described("InService", NOT_READY), {"ClusterName": ARN})
+        return index.is_complete(event, None, client=client, now=lambda: 1767225600 + seconds)
+
+
+def test_a_wait_past_its_limit_fails_with_the_last_state_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a request started 53 minutes ago, the limit the construct sets, and autoscaling still Creating
+    event = {**EVENT, index.STARTED: 1767225600}
+    # THEN the request fails with what DescribeCluster last showed, not the framework's bare "Operation timed out"
+    with pytest.raises(index.NotReady, match=r"^HyperPod cluster hpdpd-dev and its autoscaling are not both "
+                       r"InService after 53 minutes; DescribeCluster last showed ClusterStatus InService, "
+                       r"AutoScaling Mode Enable, Status Creating$"):
+        _poll_at(3180, event, monkeypatch)
+
+
+def test_a_wait_within_its_limit_polls_again_and_logs_what_it_saw(monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN the same cluster one minute before the limit
+    result = _poll_at(3120, {**EVENT, index.STARTED: 1767225600}, monkeypatch)
+    # THEN it waits, and its log says for what
+    assert result == {"IsComplete": False}
+    assert capsys.readouterr().out == ("HyperPod cluster hpdpd-dev not ready yet: ClusterStatus InService, "
+                                       "AutoScaling Mode Enable, Status Creating\n")
+
+
+def test_an_event_without_its_start_keeps_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN an is_complete event without the stamp (a framework that does not pass on_event's answer on)
+    # THEN the waiter never gives up on its own: the framework's timeout still ends it
+    assert _poll_at(10 * 3180, dict(EVENT), monkeypatch) == {"IsComplete": False}
 
 
 def test_an_sdk_without_the_autoscaling_field_fails_at_once(tmp_path: Path) -> None:
