@@ -59,7 +59,7 @@ class DpdMonitoring(Construct):
             log group). No default.
         destination: the observability add-on's Prometheus destination, or None without the add-on (then only the
             CloudWatch log alarms exist: the Prometheus metrics go nowhere). Default: None.
-        removal_policy: of the topic's KMS key. Default: destroy.
+        removal_policy: of the topic and its KMS key. Default: destroy.
 
     Attributes: ``topic``, ``key``, ``rules`` (None without a destination), ``alarms`` (by alarm name:
     ``DecoderBufferOverflow``, ``VllmLogsMissing``, ``NodeHealthEvents``), ``metric_filters`` and ``log_groups`` (by
@@ -91,6 +91,7 @@ class DpdMonitoring(Construct):
                 conditions={operator: {"aws:SourceArn": source}, "StringEquals": {"aws:SourceAccount": stack.account}}))
         self.topic = sns.Topic(self, "Topic", master_key=self.key, enforce_ssl=True,
                                display_name=f"hyperpod-dpd {config.name} alerts")
+        self.topic.apply_removal_policy(removal_policy)  # retain: production keeps its topic, as it keeps the key
         self.topic.add_to_resource_policy(iam.PolicyStatement(
             sid="AllowCloudWatchAlarms", actions=["sns:Publish"], resources=[self.topic.topic_arn],
             principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],

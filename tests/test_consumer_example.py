@@ -213,7 +213,7 @@ def test_example_synthesis_has_guardrail_reports_and_no_errors(synthesized_examp
 
 def test_example_synthesis_shows_the_toolkits_warnings_as_annotations(synthesized_example: Path) -> None:
     # GIVEN the example's configuration, whose environment warns (no container log group for the buffer-overflow
-    # alarm: a warning outside production)
+    # alarm, nobody subscribed to the alerts: warnings outside production)
     manifest = json.loads((synthesized_example / "manifest.json").read_text())
     artifact = manifest["artifacts"]["Serving"]
     entries = dict(artifact.get("metadata", {}))
@@ -223,10 +223,12 @@ def test_example_synthesis_shows_the_toolkits_warnings_as_annotations(synthesize
     # and the id that acknowledges it
     warnings = [(path, entry["data"]) for path, items in entries.items() for entry in items
                 if entry["type"] == "aws:cdk:warning" and "[ack: hpdpd:config:" in entry["data"]]
-    [(path, data)] = warnings
-    assert path == "/Serving/Dpd"
-    assert data.startswith("config/ml-dev.yaml: operator.observability.logging: false: "), data
-    assert data.endswith(" [ack: hpdpd:config:operator.observability.logging]"), data
+    assert [path for path, _ in warnings] == ["/Serving/Dpd", "/Serving/Dpd"], warnings
+    logging, subscribers = (data for _, data in warnings)
+    assert logging.startswith("config/ml-dev.yaml: operator.observability.logging: false: "), logging
+    assert logging.endswith(" [ack: hpdpd:config:operator.observability.logging]"), logging
+    assert subscribers.startswith("config/ml-dev.yaml: alerts.emails: []: nobody receives the alerts"), subscribers
+    assert subscribers.endswith(" [ack: hpdpd:config:alerts.emails]"), subscribers
 
 
 def test_example_grants_its_own_role_read_of_the_model_bucket_and_acknowledges_nothing(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import Field
 
@@ -36,6 +37,12 @@ DEFAULT_ERROR_RATIO = 0.05
 # evaluation period can't be longer than one day (86,400 seconds)").
 DEFAULT_CONTAINER_LOGS_MISSING_MINUTES = 60
 CONTAINER_LOGS_MISSING_STEP_MINUTES = 5
+
+# Domains reserved for documentation and testing, where nothing is ever delivered: the top-level names "test",
+# "example", "invalid" and "localhost" (RFC 2606, section 2) and the second-level "example.com", "example.net" and
+# "example.org" (RFC 2606, section 3). A subscriber there is a placeholder nobody reads.
+RESERVED_TLDS = ("test", "example", "invalid", "localhost")
+RESERVED_DOMAINS = ("example.com", "example.net", "example.org")
 
 EmailAddress = Annotated[str, pattern(r"[^@\s]+@[^@\s]+\.[^@\s]+", "an e-mail address such as 'oncall@example.com'")]
 HttpsUrl = Annotated[str, pattern(r"https://[^\s/]+(/\S*)?", "an https:// URL such as 'https://hooks.example.com/dpd'")]
@@ -105,8 +112,8 @@ class AlertsConfig(Model):
                                  "operator.observability.logging: true (the add-on ships them to the cluster's log "
                                  "group) or alerts.container_log_group")
         if not self.emails and not self.https_endpoints:
-            missing[SUBSCRIBERS] = Issue(join(path, "emails"), [], "nobody receives the alerts: list alerts.emails "
-                                                                   "or alerts.https_endpoints")
+            missing[SUBSCRIBERS] = Issue(join(path, "emails"), (),  # a tuple: warnings are deduplicated as a set
+                                         "nobody receives the alerts: list alerts.emails or alerts.https_endpoints")
         return missing
 
     def issues(self, root: Any, path: str) -> Iterator[Issue]:
@@ -127,14 +134,35 @@ class AlertsConfig(Model):
                             f"the reason it runs without in {join(path, key)} (docs/configuration.md, 'alerts')")
 
     def warnings(self, root: Any, path: str = "alerts") -> list[Issue]:
-        """Another environment with endpoints: a warning per missing SLO or log guard without its reason (dev and
-        test environments often have no subscribers, so a missing subscriber is not worth one)."""
+        """Another environment with endpoints: a warning per missing guard without its reason, nobody subscribed
+        included (an alert topic without a subscriber sends the alerts nowhere; production refuses it, :meth:`issues`).
+        A subscriber on a reserved example domain is ``hpdpd preflight``'s to report (:func:`placeholder_subscribers`):
+        the shipped files hold one, as they hold placeholder accounts, to be replaced before the first deploy."""
         if root.production or not root.endpoints:
             return []
         missing = self.missing_guards(root, path)
         return [Issue(missing[key].path, missing[key].value,
                       f"{missing[key].message}; or give the reason it runs without in {join(path, key)}")
-                for key in (SLO, LOG) if key in missing and getattr(self, key) is None]
+                for key in GUARDS if key in missing and getattr(self, key) is None]
+
+
+def reserved_domain(host: str) -> bool:
+    """Whether ``host`` is or lies under a name reserved for documentation (:data:`RESERVED_TLDS`,
+    :data:`RESERVED_DOMAINS`)."""
+    name = host.lower().rstrip(".")
+    return name.rpartition(".")[2] in RESERVED_TLDS or any(
+        name == domain or name.endswith(f".{domain}") for domain in RESERVED_DOMAINS)
+
+
+def placeholder_subscribers(alerts: AlertsConfig, path: str = "alerts") -> list[Issue]:
+    """One issue per e-mail address or HTTPS endpoint on a reserved example domain: SNS sends its confirmation there,
+    nobody confirms, and the alerts reach nobody."""
+    where = {"emails": [e.rpartition("@")[2] for e in alerts.emails],
+             "https_endpoints": [urlsplit(u).hostname or "" for u in alerts.https_endpoints]}
+    return [Issue(f"{join(path, key)}[{i}]", getattr(alerts, key)[i],
+                  "is on a domain reserved for documentation (RFC 2606), where nothing is delivered: nobody receives "
+                  "the alerts there; replace it with your on-call address or endpoint")
+            for key, hosts in where.items() for i, host in enumerate(hosts) if reserved_domain(host)]
 
 
 SLO, LOG, SUBSCRIBERS = "no_slo_alerts_reason", "no_log_alarm_reason", "no_subscribers_reason"

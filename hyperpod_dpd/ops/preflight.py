@@ -3,7 +3,8 @@
 Checks, in order: credentials, account, Region and partition; HyperPod instance quotas (per type and per cluster,
 with what the account's other HyperPod clusters hold: hyperpod_dpd/ops/quotas.py); instance types offered in the
 GPU AZ; free IPs in the GPU subnet; an existing EKS cluster's version and authentication mode; add-on versions; model
-locations in S3; the configured zones resolved for the account, names and AZ IDs, and each training plan's zone
+locations in S3; who receives the DPD alerts (``alerts``, from the configuration alone); the
+configured zones resolved for the account, names and AZ IDs, and each training plan's zone
 (``zones``, ``gpu-zone``, ``training-plan:<group>``: hyperpod_dpd/ops/zones.py); GPU headroom per group
 (``capacity:<group>``); an existing HyperPod cluster is ``InService``. A check that cannot run (access denied, an API the
 endpoint lacks, throttling after retries) is a WARN naming the permission it needs, and the others still run.
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_dpd.aws import ClientSource
+from hyperpod_dpd.config.alerts import placeholder_subscribers
 from hyperpod_dpd.config.identity import stack_name
 from hyperpod_dpd.ops import capacity, eks_checks, handover, model_checks, zones
 from hyperpod_dpd.ops.addons import InstalledAddon, installed_addons
@@ -71,6 +73,33 @@ def hyperpod_check(env: EnvironmentConfig, cluster: HyperPodState | None) -> Che
     return passed(name, f"{cluster_name} is InService ({groups})")
 
 
+def alerts_check(env: EnvironmentConfig) -> Check | None:
+    """``alerts``: whether anyone receives the DPD alerts of an environment with endpoints (None without them, or
+    with ``alerts.enabled: false``). A subscriber on a domain reserved for documentation receives nothing: when every
+    subscriber is one, production fails (the alerts would reach nobody, as with the shipped placeholder
+    ``oncall@example.com``), another environment warns; some among real ones, or nobody subscribed without
+    ``alerts.no_subscribers_reason`` (the configuration warns of that too; production refuses it), warn."""
+    alerts = env.alerts
+    if not env.endpoints or not alerts.enabled:
+        return None
+    subscribers = (*alerts.emails, *alerts.https_endpoints)
+    placeholders = [str(issue.value) for issue in placeholder_subscribers(alerts)]
+    fix = f"list your on-call address in alerts.emails (or an endpoint in alerts.https_endpoints) of {env.source}"
+    if placeholders and len(placeholders) == len(subscribers):
+        detail = (f"every subscriber of the alert topic is on a domain reserved for documentation (RFC 2606): "
+                  f"{', '.join(placeholders)}; nobody would receive the alerts")
+        return failed("alerts", detail, fix=fix) if env.production else warned("alerts", detail, fix=fix)
+    if placeholders:
+        return warned("alerts", f"{', '.join(placeholders)}: on a domain reserved for documentation (RFC 2606), "
+                                f"receive nothing; {len(subscribers) - len(placeholders)} other subscriber(s) do",
+                      fix=f"replace or remove them in {env.source}")
+    if not subscribers:
+        if alerts.no_subscribers_reason is not None:
+            return passed("alerts", f"nobody is subscribed to the alert topic, on purpose: {alerts.no_subscribers_reason}")
+        return warned("alerts", "nobody is subscribed to the alert topic: the alerts reach nobody", fix=fix)
+    return passed("alerts", f"{len(subscribers)} subscriber(s) of the alert topic (each confirms its subscription once)")
+
+
 def run_preflight(env: EnvironmentConfig, clients: ClientSource, *,
                   endpoints: tuple[EndpointLike, ...] | None = None, strict: bool = False) -> Report:
     identity = credentials_check(env, clients.client("sts"))
@@ -110,6 +139,9 @@ def _aws_checks(env: EnvironmentConfig, clients: ClientSource, endpoints: tuple[
 
     yield from model_checks.bucket_checks(env, s3)
     yield from model_checks.endpoint_model_checks(env, s3, endpoints)
+    alerts = alerts_check(env)  # from the configuration alone: no AWS call
+    if alerts is not None:
+        yield alerts
     # the configured zones resolved for this account, and each training plan's zone (errors become WARN rows)
     yield from guarded(lambda: zones.zone_checks(env, ec2), names=zones.ZONE_NAMES, permission=zones.ZONES_PERMISSION)
     yield from zones.plan_checks(env, sagemaker)

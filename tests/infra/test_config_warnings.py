@@ -14,7 +14,7 @@ from hyperpod_dpd.infra import HyperPodDpdPlatform, availability_zone_context
 from hyperpod_dpd.infra.config_warnings import ID_PREFIX, warning_id
 from tests.paths import ROOT
 
-WARNINGS_DIR = ROOT / "tests" / "fixtures" / "warnings"  # eks.version, no log group, an endpoint's max_model_len
+WARNINGS_DIR = ROOT / "tests" / "fixtures" / "warnings"  # eks.version, no log group, no subscriber, max_model_len
 ACKNOWLEDGED = "hpdpd:config:eks.version"
 
 
@@ -47,11 +47,11 @@ def test_each_warning_is_on_the_construct_it_concerns_once(config: Any, synthesi
     platform, found = synthesized
     endpoint = config.endpoints[0].name
     expected = {w.path: w for w in environment_warnings(config)}
-    # THEN the environment's logging warning is on the platform construct, the endpoint's on its manifest
+    # THEN the environment's logging and subscriber warnings are on the platform construct, the endpoint's on its
+    # manifest
     assert set(found) == {"/Serving/Dpd", f"/Serving/Dpd/Endpoint-{endpoint}"}, found
-    assert found["/Serving/Dpd"] == [
-        f"{expected['operator.observability.logging'].render(config.source)} "
-        f"[ack: {warning_id('operator.observability.logging')}]"]
+    assert found["/Serving/Dpd"] == [f"{expected[path].render(config.source)} [ack: {warning_id(path)}]"
+                                     for path in ("operator.observability.logging", "alerts.emails")]
     assert found[f"/Serving/Dpd/Endpoint-{endpoint}"] == [
         f"{expected['endpoints[0].max_model_len'].render(config.source)} [ack: hpdpd:config:max_model_len]"]
     assert set(platform.endpoint_manifests) == {endpoint}

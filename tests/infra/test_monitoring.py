@@ -108,6 +108,29 @@ def test_topic_is_encrypted_with_a_rotating_key_and_refuses_plain_http(with_work
     assert "workspace/*" in json.dumps(publishers["AllowAlertManager"]["Condition"]["ArnLike"])
 
 
+@pytest.mark.parametrize(("policy", "expected"), [(cdk.RemovalPolicy.RETAIN, "Retain"),
+                                                  (cdk.RemovalPolicy.DESTROY, "Delete")])
+def test_the_topic_is_kept_or_removed_with_its_key(base_configs, tmp_path: Path, policy: cdk.RemovalPolicy,
+                                                   expected: str) -> None:
+    # GIVEN the monitoring of an environment that retains its data (production) or destroys it (dev)
+    config = _config(base_configs["dev"], emails=[EMAIL])
+
+    def build(stack: cdk.Stack, cluster_arn: str) -> None:
+        destination = ObservabilityDestination(stack, "Destination", name="hpdpd-dev", removal_policy=policy)
+        DpdMonitoring(stack, "Monitoring", config=config, hyperpod_cluster_arn=cluster_arn, destination=destination,
+                      removal_policy=policy)
+
+    # WHEN it is synthesized with the guardrails
+    _, template, violations = _synth(tmp_path, build)
+    # THEN the topic follows the policy on deletion and replacement, as its key and the metrics' workspace do
+    kept = {k: (v.get("DeletionPolicy"), v.get("UpdateReplacePolicy")) for k, v in template["Resources"].items()
+            if v["Type"] in ("AWS::SNS::Topic", "AWS::KMS::Key", "AWS::APS::Workspace")}
+    assert len(kept) == 4 and set(kept.values()) == {(expected, expected)}, kept
+    # AND the guardrails and cfn-lint find nothing
+    assert violations == []
+    assert cfn_lint_findings({("scratch", "monitoring"): template}, {"scratch": "us-west-2"}) == []
+
+
 def test_alert_manager_may_publish_for_its_own_workspace_only(with_workspace) -> None:
     _, template, _, _ = with_workspace
     (workspace_id,) = _of_type(template, "AWS::APS::Workspace")

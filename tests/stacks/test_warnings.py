@@ -3,7 +3,7 @@ the file and the field path, by ``--check`` (the first step); the app run by the
 puts each on the construct it concerns as an acknowledgeable annotation in ``cdk.out``; and the CLI line of the
 Makefile ends without the CLI's "Supply a stack id" hint, with every stage's assembly written.
 
-Both runs are subprocesses (as make runs them) over ``tests/fixtures/warnings/`` (one environment, three warnings):
+Both runs are subprocesses (as make runs them) over ``tests/fixtures/warnings/`` (one environment, four warnings):
 the module synthesizes in-process nothing. The consumer's path (``HyperPodDpdPlatform``) and acknowledging are
 tests/infra/test_config_warnings.py.
 """

@@ -1,6 +1,6 @@
 """The alert guards of an environment with endpoints (hyperpod_dpd/config/alerts.py): a production environment is refused
 without its SLO alerts, its decoder buffer-overflow alarm or a subscriber unless a written reason opts out; any other
-environment only warns; a reason that describes a guard which is on is refused."""
+environment only warns, nobody subscribed included; a reason that describes a guard which is on is refused."""
 
 from __future__ import annotations
 
@@ -120,15 +120,19 @@ def test_another_environment_with_endpoints_only_warns(base_configs) -> None:
     # GIVEN the fixture dev (not production): the add-on without its logs, and nobody subscribed
     env = load_environment("dev")
     assert not env.production and env.endpoints and not env.operator.observability.logging
-    # THEN it loads, and warns about the missing buffer alarm only (a dev environment often has no subscriber)
-    (warning,) = [w for w in env.warnings() if w.path.startswith(("alerts", "operator"))]
-    assert warning.render("dev.yaml") == (
+    assert not env.alerts.emails and not env.alerts.https_endpoints
+    # THEN it loads, and warns once per missing guard: the buffer alarm, and the alerts that reach nobody
+    warnings = [w.render("dev.yaml") for w in env.warnings() if w.path.startswith(("alerts", "operator"))]
+    assert warnings == [
         "dev.yaml: operator.observability.logging: false: the decoder buffer-overflow alarm reads the decoder's "
         "container logs: set operator.observability.logging: true (the add-on ships them to the cluster's log group) "
-        "or alerts.container_log_group; or give the reason it runs without in alerts.no_log_alarm_reason")
-    # AND a reason silences the warning
+        "or alerts.container_log_group; or give the reason it runs without in alerts.no_log_alarm_reason",
+        "dev.yaml: alerts.emails: []: nobody receives the alerts: list alerts.emails or alerts.https_endpoints; or "
+        "give the reason it runs without in alerts.no_subscribers_reason"]
+    # AND a reason silences each warning
     data = copy.deepcopy(base_configs["dev"])
-    data["alerts"] = {"no_log_alarm_reason": "a throw-away environment"}
+    data["alerts"] = {"no_log_alarm_reason": "a throw-away environment",
+                      "no_subscribers_reason": "the team watches the dashboard, not the topic"}
     assert [w for w in _parse(data).warnings() if w.path.startswith(("alerts", "operator"))] == []
 
 

@@ -13,7 +13,7 @@ from botocore.stub import Stubber
 from hyperpod_dpd.aws import ClientFactory
 from hyperpod_dpd.config import EnvironmentConfig
 from hyperpod_dpd.ops.addons import expected_addons
-from hyperpod_dpd.ops.preflight import run_preflight
+from hyperpod_dpd.ops.preflight import alerts_check, run_preflight
 
 CLUSTER_WIDE_QUOTAS = ("Maximum number instances allowed per SageMaker HyperPod cluster",
                        "Total number of instances allowed across SageMaker HyperPod clusters")
@@ -172,3 +172,76 @@ def test_preflight_reports_the_gpu_headroom_of_each_group(make_env: Callable[...
         "ml.p5.48xlarge count 1: 8 GPUs (1 x 8) at most; the endpoints' maximum replicas need 8 (llama-3-3-70b prefill "
         "1 x 8); 0 free; 1 node(s) running now (8 GPUs)")
     assert rows["capacity:decode"].status == "pass" and "llama-3-3-70b decode 1 x 8" in rows["capacity:decode"].detail
+
+
+def _with_endpoint(base_configs: dict[str, Any], *, production: bool = False, **alerts: Any) -> Callable[..., None]:
+    """dev with its endpoint and these ``alerts``; production with the reasons it runs without the add-on's alerts."""
+    def mutate(data: dict[str, Any]) -> None:
+        data["endpoints"] = copy.deepcopy(base_configs["dev"]["endpoints"])
+        data["alerts"] = dict(alerts)
+        if production:
+            data.update(production=True, removal_policy="retain", termination_protection=True)
+            data["alerts"].update(no_slo_alerts_reason="the serving team's Prometheus alerts",
+                                  no_log_alarm_reason="the central log platform alarms on the container logs")
+    return mutate
+
+
+def test_preflight_refuses_a_production_environment_whose_alerts_reach_nobody(
+        make_env: Callable[..., EnvironmentConfig], base_configs: dict[str, Any], clients: ClientFactory,
+        create_hyperpod: Callable[..., None]) -> None:
+    # GIVEN production with an endpoint whose only alert subscriber is the shipped placeholder, its cluster running
+    env = make_env(_with_endpoint(base_configs, production=True, emails=["oncall@example.com"]))
+    create_hyperpod(clients.client("sagemaker"), env)
+    with Stubber(clients.client("eks")) as eks, Stubber(clients.client("service-quotas")) as quotas:
+        stub_eks(eks, env)
+        stub_quotas(quotas, env)
+        # WHEN preflight runs (for no endpoint double: the model rows need weights in S3; the alerts row reads the file)
+        report = run_preflight(env, clients, endpoints=())
+    rows = {c.name: c for c in report.checks}
+    # THEN the alerts row fails, naming the address and the file to fix, and the report is not ok
+    alerts = rows["alerts"]
+    assert (alerts.status, alerts.detail) == ("fail", (
+        "every subscriber of the alert topic is on a domain reserved for documentation (RFC 2606): oncall@example.com; "
+        "nobody would receive the alerts"))
+    assert alerts.fix == "list your on-call address in alerts.emails (or an endpoint in alerts.https_endpoints) of dev.yaml"
+    assert not report.ok and [c.name for c in report.checks if c.status == "fail"] == ["alerts"]
+    # AND it comes after the model rows, before the headroom rows and the cluster row
+    names = [c.name for c in report.checks]
+    assert names.index("alerts") < names.index("capacity:prefill") < names.index("hyperpod-cluster")
+
+
+@pytest.mark.parametrize(("production", "alerts", "status", "detail"), [
+    # every subscriber a placeholder on a documentation domain: nobody receives; only production is refused
+    (False, {"emails": ["oncall@example.com"], "https_endpoints": ["https://hooks.Example.NET./dpd"]}, "warn",
+     "every subscriber of the alert topic is on a domain reserved for documentation (RFC 2606): oncall@example.com, "
+     "https://hooks.Example.NET./dpd; nobody would receive the alerts"),
+    (True, {"https_endpoints": ["https://pager.test:8443/in"]}, "fail",
+     "every subscriber of the alert topic is on a domain reserved for documentation (RFC 2606): "
+     "https://pager.test:8443/in; nobody would receive the alerts"),
+    # a placeholder beside a real subscriber: someone receives, the placeholder is reported
+    (True, {"emails": ["oncall@acme.internal", "me@alerts.example.org"]}, "warn",
+     "me@alerts.example.org: on a domain reserved for documentation (RFC 2606), receive nothing; 1 other "
+     "subscriber(s) do"),
+    # names that merely contain a reserved one are real domains
+    (True, {"emails": ["oncall@notexample.com"], "https_endpoints": ["https://example.com.acme.internal/x"]}, "pass",
+     "2 subscriber(s) of the alert topic (each confirms its subscription once)"),
+    # nobody subscribed: the configuration warns outside production; a reason makes it deliberate
+    (False, {}, "warn", "nobody is subscribed to the alert topic: the alerts reach nobody"),
+    (True, {"no_subscribers_reason": "the central alerting system subscribes"}, "pass",
+     "nobody is subscribed to the alert topic, on purpose: the central alerting system subscribes"),
+])
+def test_the_alerts_row_says_whether_anyone_receives_the_alerts(
+        make_env: Callable[..., EnvironmentConfig], base_configs: dict[str, Any], production: bool,
+        alerts: dict[str, Any], status: str, detail: str) -> None:
+    # GIVEN an environment with an endpoint and these subscribers WHEN its alerts row is computed (no AWS call)
+    check = alerts_check(make_env(_with_endpoint(base_configs, production=production, **alerts)))
+    # THEN it says who receives the alerts
+    assert check is not None and (check.status, check.detail) == (status, detail)
+
+
+def test_without_endpoints_or_alerts_there_is_no_alerts_row(make_env: Callable[..., EnvironmentConfig],
+                                                            base_configs: dict[str, Any]) -> None:
+    # GIVEN no endpoint (no topic), or endpoints with alerts.enabled: false  THEN preflight has no alerts row
+    assert alerts_check(make_env()) is None
+    assert alerts_check(make_env(_with_endpoint(base_configs, enabled=False, no_slo_alerts_reason="x",
+                                                no_log_alarm_reason="x"))) is None
