@@ -401,4 +401,4 @@ def _check_environment(scope: Construct, config: EnvironmentConfig) -> None:
             problems.append((field, expected, f"does not match the {field} of stack {stack.node.path} ({actual})"))
     if problems:
         field, value, message = problems[0]
-        raise ConfigError.single(config.name, field, value, message)
+        raise ConfigError.single(config.source or config.name, field, value, message)  # the file, as every config error

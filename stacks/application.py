@@ -50,13 +50,20 @@ from hyperpod_dpd.stacks.pipeline_stack import PIPELINE_ID, PipelineStack, pinne
 
 
 def cdk_json_context(root: Path | None = None) -> dict[str, Any]:
-    """Feature flags from ``cdk.json`` plus ``cdk.context.json`` (if any) of ``root`` (default: the current
-    directory, where ``cdk`` runs the app): what ``cdk synth`` would pass.
+    """The ``context`` of ``cdk.json`` plus ``cdk.context.json`` of ``root`` (default: the current directory, where
+    ``cdk`` runs the app), each when present: what ``cdk synth`` would pass. A directory without ``cdk.json`` (or a
+    ``cdk.json`` without ``context``) adds nothing, as under the CLI: each environment's stage sets the toolkit's feature
+    flags itself, so the check also runs in another project's directory or outside any.
 
     Tests build apps in-process with this, so they synthesize exactly what the CLI synthesizes.
     """
     root = root or Path.cwd()
-    context = dict(json.loads((root / "cdk.json").read_text())["context"])
+    settings = root / "cdk.json"
+    # A dangling link or a directory is not "no cdk.json": reading it fails and says so.
+    data = json.loads(settings.read_text()) if settings.exists() or settings.is_symlink() else {}
+    if not isinstance(data, dict) or not isinstance(data.get("context", {}), dict):
+        raise TypeError("expected a JSON object whose 'context', when given, is an object")
+    context = dict(data.get("context", {}))
     lookups = root / "cdk.context.json"
     if lookups.is_file():
         context.update(json.loads(lookups.read_text()))
@@ -268,7 +275,7 @@ def check(project_root: Path | None = None) -> int:
 
 def _project_context(root: Path) -> dict[str, Any]:
     """:func:`cdk_json_context` of ``root`` (and, with a pipeline, the CLI version ``package.json`` pins), or a
-    :class:`ConfigError` when the check does not run in the project's directory."""
+    :class:`ConfigError` when one of them is there but cannot be read, or a pipeline's ``package.json`` is missing."""
     name = "cdk.json"
     try:
         context = cdk_json_context(root)
@@ -276,9 +283,11 @@ def _project_context(root: Path) -> dict[str, Any]:
             name = "package.json"
             pinned_cli_version(root)
     except (OSError, ValueError, KeyError, TypeError) as exc:
+        hint = ("the check reads the CDK context of the directory it runs from: fix the file, or run it elsewhere"
+                if name == "cdk.json" else "a pipeline.yaml needs the project's package.json (its aws-cdk pin): run "
+                "the check from the project's directory")
         raise ConfigError.single(str(root / name), "<file>", str(root / name),
-                                 f"cannot be read ({type(exc).__name__}: {exc}); run the check from the project's "
-                                 "directory") from None
+                                 f"cannot be read ({type(exc).__name__}: {exc}); {hint}") from None
     return context
 
 

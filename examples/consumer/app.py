@@ -10,7 +10,7 @@ from hyperpod_dpd.infra import apply_guardrails, availability_zone_context
 
 # A configuration error ends the app with one line on stderr and exit 2, as hyperpod-dpd's own app.py does.
 with exit_on_config_error():
-    # ./config/ml-dev.yaml (or --config-dir / $HPDPD_CONFIG_DIR): validated before any construct exists.
+    # ./config/ml-dev.yaml (or $HPDPD_CONFIG_DIR/ml-dev.yaml): validated before any construct exists.
     config = load_environment("ml-dev")
     # Availability zones from the configuration: synthesis needs no AWS credentials and no cdk.context.json entry.
     app = cdk.App(context=availability_zone_context(config))

@@ -173,6 +173,8 @@ def _chosen_model(args: argparse.Namespace) -> ModelSpec:
         from hyperpod_dpd.planner.hf_config import load_model_config
 
         return load_model_config(Path(args.model_config))
+    if args.model is None:  # either flag names the model: the line says both, and what --model takes
+        raise _fail("--model", MISSING, f"is required (or --model-config FILE): one of {', '.join(MODELS)}")
     return _model(_required(args, "model"))
 
 

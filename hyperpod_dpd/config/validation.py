@@ -7,6 +7,7 @@ Its own module, below the models and the loader alike: the loader turns a whole 
 
 from __future__ import annotations
 
+import difflib
 import types
 import typing
 from typing import Any
@@ -62,7 +63,10 @@ def issues_from_validation(error: ValidationError, model: type[BaseModel]) -> li
             continue  # pydantic counts only the items that validated: the item's own error is the one to report
         if kind == "extra_forbidden":
             allowed = _allowed_keys(model, loc[:-1]) or []
-            issues.append(Issue(field_path(loc), loc[-1], f"unknown key; allowed keys here: {', '.join(allowed)}"))
+            # A misspelt key names the one it was meant to be (the closest allowed key, if any is close).
+            meant = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+            hint = f"; did you mean {meant[0]!r}?" if meant else ""
+            issues.append(Issue(field_path(loc), loc[-1], f"unknown key; allowed keys here: {', '.join(allowed)}{hint}"))
         elif kind == "missing":
             issues.append(Issue(field_path(loc), MISSING, "is required"))
         else:

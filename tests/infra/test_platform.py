@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +81,11 @@ def test_a_stack_in_another_account_is_refused_before_anything_is_built(dev_conf
     # GIVEN a stack whose account is not the configuration's
     app = cdk.App()
     stack = cdk.Stack(app, "Elsewhere", env=cdk.Environment(account="999999999999", region=dev_config.region))
-    # WHEN the platform is added THEN one line names the field, the value and the stack, and nothing joined the tree
-    with pytest.raises(ConfigError, match=r"^dev: account: '111111111111': does not match the account of stack Elsewhere"):
+    # WHEN the platform is added THEN one line names the file, the field, the value and the stack, and nothing joined
+    # the tree
+    assert dev_config.source.endswith("dev.yaml")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(dev_config.source)}: account: '111111111111': does not match "
+                                          "the account of stack Elsewhere"):
         HyperPodDpdPlatform(stack, "Dpd", config=dev_config)
     assert stack.node.try_find_child("Dpd") is None
 

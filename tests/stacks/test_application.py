@@ -247,3 +247,50 @@ def test_the_check_reads_the_config_dir_it_is_given(tmp_path: Path, monkeypatch:
     code = _module_main(["--check", "--config-dir", str(empty)])
     # THEN that directory is the one refused (an empty directory is an error, not "ok")
     assert code == 2 and str(empty) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cdk_json", [None, '{"app": "python app.py"}'], ids=["no cdk.json", "cdk.json without context"])
+def test_cdk_json_context_outside_a_project_is_the_lookups_alone(tmp_path: Path, cdk_json: str | None) -> None:
+    from hyperpod_dpd.stacks.application import cdk_json_context
+
+    # GIVEN another project's directory: no cdk.json, or one without context (the CDK CLI accepts both), and a lookup
+    if cdk_json is not None:
+        (tmp_path / "cdk.json").write_text(cdk_json)
+    (tmp_path / "cdk.context.json").write_text('{"availability-zones:account=123456789012:region=eu-west-1": ["a"]}')
+    # WHEN the context the CLI would pass is read THEN it is the recorded lookup, nothing more
+    assert cdk_json_context(tmp_path) == {"availability-zones:account=123456789012:region=eu-west-1": ["a"]}
+
+
+@pytest.mark.parametrize("text", ["[]", '{"context": ["@aws-cdk/core:stackRelativeExports"]}', "{"])
+def test_the_check_names_an_unreadable_cdk_json(text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from hyperpod_dpd.stacks.application import check
+
+    # GIVEN a directory whose cdk.json is there but is not a CDK settings object
+    (tmp_path / "cdk.json").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    # WHEN the check runs there THEN it exits 2 with one line naming that file, before anything is synthesized
+    assert check(tmp_path) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {tmp_path / 'cdk.json'}: <file>: ") and "cannot be read" in err
+
+
+def test_the_check_runs_outside_any_cdk_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from hyperpod_dpd.stacks.application import check
+    from tests.paths import FIXTURE_CONFIG_DIR
+
+    # GIVEN a directory with no cdk.json (a library user's checkout, or none) and one environment file
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    (config_dir / "staging.yaml").write_text((FIXTURE_CONFIG_DIR / "staging.yaml").read_text())
+    monkeypatch.setenv("HPDPD_CONFIG_DIR", str(config_dir))
+    monkeypatch.delenv("HPDPD_ENVIRONMENTS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    # WHEN the check runs there
+    code = check(tmp_path)
+    captured = capsys.readouterr()
+    # THEN it synthesizes with the toolkit's own flags (the stages set them) and accepts the configuration
+    assert code == 0, captured.err
+    assert captured.out.splitlines() == ["configuration ok: staging (synthesized and validated, nothing written)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config"]  # nothing written next to it

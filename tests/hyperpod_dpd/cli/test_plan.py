@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.cli.main import main
 
 BASE = ["plan", "--model", "Llama-3.3-70B", "--instance", "ml.p5.48xlarge", "--input-tokens", "8192",
@@ -264,8 +265,10 @@ def test_bad_input_fails_with_one_clear_line(case: str, capsys: pytest.CaptureFi
 
 
 def test_missing_required_flags_are_named(capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN no model at all THEN the line names both ways to give one and the catalogue's models
     code, _, err = _run(capsys, "plan", "--instance", "ml.p5.48xlarge", "--concurrency", "8")
-    assert (code, err) == (2, "hpdpd: error: --model: missing: is required\n")
+    assert (code, err) == (2, "hpdpd: error: --model: missing: is required (or --model-config FILE): one of "
+                              f"{', '.join(MODELS)}\n")
     code, _, err = _run(capsys, "plan", "--model", "Llama-3.3-70B", "--input-tokens", "8192",
                         "--output-tokens", "512", "--concurrency", "8")
     assert (code, err) == (2, "hpdpd: error: --instance: missing: is required\n")

@@ -134,3 +134,22 @@ def test_several_problems_are_all_reported_one_per_line(write_config: Callable[.
     with pytest.raises(ConfigError) as raised:
         load_environment("dev", write_config(two))
     assert [i.path for i in raised.value.issues] == ["account", "hyperpod.instance_groups[2].count"]
+
+
+@pytest.mark.parametrize(("key", "meant"), [("ebs_volum_gb", "'ebs_volume_gb'"), ("instnace_type", "'instance_type'"),
+                                            ("colour", None)])
+def test_a_misspelt_key_names_the_key_it_was_meant_to_be(key: str, meant: str | None,
+                                                         write_config: Callable[..., Path]) -> None:
+    # GIVEN dev.yaml whose prefill group has a key that is not a field: a misspelling of one, or nothing like any
+    def mutate(data: dict[str, Any]) -> None:
+        group = _group(data, "prefill")
+        group[key] = group.pop("instance_type") if key == "instnace_type" else 1
+
+    config_dir = write_config(mutate)
+    # WHEN it is loaded
+    with pytest.raises(ConfigError) as raised:
+        load_environment("dev", config_dir)
+    # THEN the unknown key's line lists the allowed keys and, when one is close, names it as the likely meaning
+    line = next(li for li in str(raised.value).splitlines() if f"instance_groups[1].{key}: " in li)
+    assert "unknown key; allowed keys here: name, role, instance_type, count" in line, line
+    assert line.endswith(f"; did you mean {meant}?") if meant else "did you mean" not in line, line

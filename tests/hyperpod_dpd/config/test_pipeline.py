@@ -130,7 +130,7 @@ BAD_INPUT: dict[str, tuple[Mutation, str]] = {
     "an unknown key on a promotion": (
         lambda d: _promotion("prod")(d).__setitem__("aproval", True),
         "environments[2].aproval: 'aproval': unknown key; allowed keys here: name, approval, smoke, checks_role_arn, "
-        "wait_timeout_minutes, wave"),
+        "wait_timeout_minutes, wave; did you mean 'approval'?"),
     "smoke on an environment without endpoints": (
         lambda d: _promotion("staging")(d).update(
             smoke=True, checks_role_arn="arn:aws:iam::222222222222:role/hpdpd-pipeline-smoke"),
