@@ -198,8 +198,13 @@ def autoscaling_issues(e: EndpointFields, path: str, *, decoder_refused: bool = 
             yield from _query_issues(e, role, scaling.prometheus.query, join(where, "prometheus.query"))
 
 
+def _broken(query: str) -> list[str]:
+    """The problems that make ``query`` not PromQL (an unknown function may be a newer one: a warning only)."""
+    return [p for p in promql_problems(query) if not p.startswith(UNKNOWN_FUNCTION)]
+
+
 def _query_issues(e: EndpointFields, role: DpdRole, query: str, where: str) -> Iterator[Issue]:
-    broken = [p for p in promql_problems(query) if not p.startswith(UNKNOWN_FUNCTION)]
+    broken = _broken(query)
     if broken:  # KEDA's every poll fails, and the role stays where it is
         yield Issue(where, query, f"is not PromQL: {'; '.join(broken)}")
         return
@@ -272,9 +277,9 @@ def autoscaling_warnings(e: EndpointFields, path: str = "") -> list[Issue]:
 
 
 def _query_warnings(e: EndpointFields, role: DpdRole, query: str, where: str) -> Iterator[Issue]:
-    problems = promql_problems(query)
-    if len([p for p in problems if p.startswith(UNKNOWN_FUNCTION)]) < len(problems):
+    if _broken(query):
         return  # not PromQL: an error of autoscaling_issues
+    problems = promql_problems(query)  # unknown functions alone
     if problems:
         yield Issue(where, query, f"has {'; '.join(problems)} (PromQL's functions and aggregations: prometheus.io/"
                                   "docs/prometheus/latest/querying/functions/); an unknown one fails every poll")
@@ -349,7 +354,7 @@ def environment_autoscaling_warnings(e: EndpointFields, root: Any, path: str) ->
             continue
         assert scaling.prometheus is not None
         query, at = scaling.prometheus.query, join(where, "prometheus.query")
-        if any(not p.startswith(UNKNOWN_FUNCTION) for p in promql_problems(query)):
+        if _broken(query):
             continue  # not PromQL: an error of autoscaling_issues
         reads = [m for s in selectors(query) for m in s.metrics() if NAMESPACE in m.labels]
         if reads and not observability.enabled:

@@ -47,6 +47,9 @@ MIN_MEMBERS, MAX_MEMBERS = 1, 10
 # default weights."
 WEIGHT_MIN, WEIGHT_MAX = 0.0, 1.0
 WEIGHT_SUM, WEIGHT_SUM_TOLERANCE = 1.0, 0.001
+# RoutingWeights' fields -> their member names in GlobalInferenceGatewayRoutingWeights (botocore 1.44.8).
+WEIGHT_API = {"kv_headroom": "KVHeadroom", "queue_depth": "QueueDepth", "region_proximity": "RegionProximity",
+              "error_rate": "ErrorRate"}
 # botocore 1.44.8, shapes GlobalInferenceGatewayKubernetesNamespace (1-63, [a-z0-9]([-a-z0-9]*[a-z0-9])?) and
 # GlobalInferenceGatewayKubernetesResourceName (1-253, [a-z0-9]([-a-z0-9.]*[a-z0-9])?).
 NAMESPACE_PATTERN, MAX_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"), 63
@@ -78,11 +81,9 @@ class RoutingWeights(Model):
 
     @model_validator(mode="after")
     def _all_or_none(self) -> RoutingWeights:
-        given = [value for value in (self.kv_headroom, self.queue_depth, self.region_proximity, self.error_rate)
-                 if value is not None]
-        if given and len(given) < 4:
-            missing = [name for name in ("kv_headroom", "queue_depth", "region_proximity", "error_rate")
-                       if getattr(self, name) is None]
+        given = [value for name in WEIGHT_API if (value := getattr(self, name)) is not None]
+        if given and len(given) < len(WEIGHT_API):
+            missing = [name for name in WEIGHT_API if getattr(self, name) is None]
             raise ValueError(f"{len(given)} of the 4 weights given, {', '.join(missing)} missing: give all four "
                              "(kv_headroom, queue_depth, region_proximity, error_rate), or none for SageMaker's "
                              "default weights (botocore GlobalInferenceGatewayRoutingWeights)")
@@ -93,9 +94,7 @@ class RoutingWeights(Model):
 
     def api(self) -> dict[str, float]:
         """The weights as the API names them (all four, or none)."""
-        names = {"kv_headroom": "KVHeadroom", "queue_depth": "QueueDepth", "region_proximity": "RegionProximity",
-                 "error_rate": "ErrorRate"}
-        return {api: float(value) for field, api in names.items() if (value := getattr(self, field)) is not None}
+        return {api: float(value) for field, api in WEIGHT_API.items() if (value := getattr(self, field)) is not None}
 
 
 class MemberConfig(Model):

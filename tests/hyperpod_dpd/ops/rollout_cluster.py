@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from hyperpod_dpd.config.loader import parse_environment
+from hyperpod_dpd.ops.kube import Kube
 from tests.fakes import dpd_cluster, kube_api
 from tests.paths import FIXTURE_CONFIG_DIR, ROOT
 
@@ -78,6 +82,14 @@ def seed(fake: kube_api.FakeKube, endpoint: Any, objects: dict[str, dict[str, An
         fake.iecs[(endpoint.namespace, name)]["spec"] = copy.deepcopy(document.get("spec") or {})
 
     fake.on_iec_created = bring_up
+
+
+@contextmanager
+def serving(endpoint: Any, objects: dict[str, dict[str, Any]], tmp_path: Path) -> Iterator[tuple[kube_api.FakeKube, Kube]]:
+    """A fake API server :func:`seed`-ed with ``objects``, and a :class:`Kube` on it (the tests' ``cluster``)."""
+    with kube_api.serve() as fake:
+        seed(fake, endpoint, objects)
+        yield fake, Kube(kubeconfig=fake.kubeconfig(tmp_path / "kubeconfig"))
 
 
 def ingress_backends(fake: kube_api.FakeKube, endpoint: Any) -> list[str]:

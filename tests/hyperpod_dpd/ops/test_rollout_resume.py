@@ -44,9 +44,8 @@ def objects() -> dict[str, dict[str, Any]]:
 
 @pytest.fixture
 def cluster(objects: dict[str, dict[str, Any]], tmp_path: Path) -> Iterator[tuple[kube_api.FakeKube, Kube]]:
-    with kube_api.serve() as fake:
-        rc.seed(fake, ENDPOINT, objects)
-        yield fake, Kube(kubeconfig=fake.kubeconfig(tmp_path / "kubeconfig"))
+    with rc.serving(ENDPOINT, objects, tmp_path) as served:
+        yield served
 
 
 def promotion(kube: Kube, objects: dict[str, dict[str, Any]], time: rc.FakeTime, *, holder: str,

@@ -34,10 +34,9 @@ ENDPOINT = ENV.endpoints[0]
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[kube_api.FakeKube, Kube]]:
     """The serving generation fills the one node Karpenter runs per group; no free node."""
-    with kube_api.serve() as fake:
-        rc.seed(fake, ENDPOINT, {})
+    with rc.serving(ENDPOINT, {}, tmp_path) as (fake, kube):
         fake.nodes = [n for n in fake.nodes if not n["metadata"]["name"].endswith("-1")]
-        yield fake, Kube(kubeconfig=fake.kubeconfig(tmp_path / "kubeconfig"))
+        yield fake, kube
 
 
 def test_autoscaled_groups_count_the_nodes_karpenter_may_still_add(cluster: tuple[kube_api.FakeKube, Kube]) -> None:

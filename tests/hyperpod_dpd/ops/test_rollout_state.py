@@ -22,9 +22,8 @@ TIME = rc.FakeTime()
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[kube_api.FakeKube, Kube]]:
-    with kube_api.serve() as fake:
-        rc.seed(fake, ENDPOINT, {})
-        yield fake, Kube(kubeconfig=fake.kubeconfig(tmp_path / "kubeconfig"))
+    with rc.serving(ENDPOINT, {}, tmp_path) as served:
+        yield served
 
 
 def _record(holder: str, *, expires_in: float, step: str = "started", mode: str = "blue-green") -> str:

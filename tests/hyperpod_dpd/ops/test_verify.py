@@ -25,15 +25,20 @@ def run(fake: Any) -> dict[str, Any]:
     return {c.name: c for c in report.checks}
 
 
-def dra(fake: Any, *, devices: int = 4) -> None:
-    """EFA through the EFA DRA driver: no extended resource, ResourceSlices of dra.net (32 EFA devices and one ENA
-    interface per node, as DRANET publishes every interface), and claims allocated ``devices`` EFA devices."""
+def plugin_less(fake: Any) -> None:
+    """Nodes without the EFA device plugin (allocatable 0), pods without EFA requests."""
     for item in fake.nodes:
         item["status"]["allocatable"]["vpc.amazonaws.com/efa"] = "0"
     for item in fake.pods:
         for container in item["spec"]["containers"]:
             for kind in ("requests", "limits"):
                 container.get("resources", {}).get(kind, {}).pop("vpc.amazonaws.com/efa", None)
+
+
+def dra(fake: Any, *, devices: int = 4) -> None:
+    """EFA through the EFA DRA driver: no extended resource, ResourceSlices of dra.net (32 EFA devices and one ENA
+    interface per node, as DRANET publishes every interface), and claims allocated ``devices`` EFA devices."""
+    plugin_less(fake)
     for pod_name, node_name in ((PREFILL, "p5-prefill-0"), (DECODE, "p5-decode-0")):
         fake.put("/apis/resource.k8s.io/v1/resourceslices", {"metadata": {"name": f"{node_name}-dra.net-x"}, "spec": {
             "driver": "dra.net", "nodeName": node_name, "pool": {"name": node_name, "generation": 1},
@@ -95,16 +100,6 @@ def test_a_missing_crd_fails_verify_too(fake_kube: Any) -> None:
     report = verify_endpoint(fake_kube.client(), Target(endpoint=ENDPOINT, iec=ENDPOINT.resource_name))
     assert [(c.name, c.status) for c in report.checks] == [("iec", "fail")]
     assert "the server could not find the requested resource" in report.checks[0].detail
-
-
-def plugin_less(fake: Any) -> None:
-    """Nodes without the EFA device plugin (allocatable 0), pods without EFA requests."""
-    for item in fake.nodes:
-        item["status"]["allocatable"]["vpc.amazonaws.com/efa"] = "0"
-    for item in fake.pods:
-        for container in item["spec"]["containers"]:
-            for kind in ("requests", "limits"):
-                container.get("resources", {}).get(kind, {}).pop("vpc.amazonaws.com/efa", None)
 
 
 def test_a_cluster_without_the_dra_api_fails_the_efa_rows_instead_of_erroring(cluster: Any) -> None:
