@@ -123,6 +123,16 @@ def test_the_framework_gives_up_before_cloudformation_does(synthesized: tuple[Hy
     assert machine["Properties"]["LoggingConfiguration"]["Level"] == "ALL"
 
 
+def _waiter_functions(cluster: HyperPodCluster, template: Template) -> dict[str, dict[str, Any]]:
+    """The synthesized Lambda functions of the cluster's autoscaling waiter, by logical ID."""
+    ready = cluster.autoscaling_ready
+    assert ready is not None
+    stack = cdk.Stack.of(cluster)
+    functions = template.find_resources("AWS::Lambda::Function")
+    return {k: functions[k] for k in (stack.get_logical_id(f.node.default_child)  # type: ignore[arg-type]
+                                      for f in ready.functions.values())}
+
+
 def test_its_functions_log_to_a_retained_log_group_on_the_newest_python(
         synthesized: tuple[HyperPodCluster, Template]) -> None:
     cluster, template = synthesized
@@ -130,9 +140,7 @@ def test_its_functions_log_to_a_retained_log_group_on_the_newest_python(
     assert ready is not None
     stack = cdk.Stack.of(cluster)
     log_group_id = stack.get_logical_id(ready.log_group.node.default_child)  # type: ignore[arg-type]
-    functions = template.find_resources("AWS::Lambda::Function")
-    own = {k: functions[k] for k in (stack.get_logical_id(f.node.default_child)  # type: ignore[arg-type]
-                                      for f in ready.functions.values())}
+    own = _waiter_functions(cluster, template)
     # THEN both handlers run the packaged index.py on Python with a bounded timeout and log to the waiter's group,
     # which keeps its events for a year
     assert sorted(f["Properties"]["Handler"] for f in own.values()) == ["index.is_complete", "index.on_event"]
@@ -148,17 +156,14 @@ def test_the_handler_gives_up_with_its_own_message_before_the_framework_times_ou
     cluster, template = synthesized
     ready = cluster.autoscaling_ready
     assert ready is not None
-    stack = cdk.Stack.of(cluster)
-    functions = template.find_resources("AWS::Lambda::Function")
     (machine,) = template.find_resources("AWS::StepFunctions::StateMachine").values()
     definition = json.loads("".join(p if isinstance(p, str) else "arn"
                                     for p in machine["Properties"]["DefinitionString"]["Fn::Join"][1]))
     (retry,) = definition["States"]["framework-isComplete-task"]["Retry"]
     # THEN the waiter's functions know when to give up: at least one poll before the framework's last attempt, so
     # CloudFormation gets the handler's message (the last DescribeCluster state), not "Operation timed out"
-    for function in ready.functions.values():
-        logical_id = stack.get_logical_id(function.node.default_child)  # type: ignore[arg-type]
-        variables = functions[logical_id]["Properties"]["Environment"]["Variables"]
+    for function in _waiter_functions(cluster, template).values():
+        variables = function["Properties"]["Environment"]["Variables"]
         give_up = int(variables[index.GIVE_UP_ENV])
         assert 0 < give_up <= retry["IntervalSeconds"] * (retry["MaxAttempts"] - 1)
 
