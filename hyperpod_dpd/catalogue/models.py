@@ -46,6 +46,7 @@ class ModelSpec:
     experts: int = 0
     experts_per_token: int = 0
     qkv_bias: bool = False
+    tied_embeddings: bool = False  # one matrix serves as input embedding and LM head (tie_word_embeddings)
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
 
@@ -93,6 +94,24 @@ class ModelSpec:
         return float(self.layers * self.experts * 3 * self.hidden_size * self.ffn_size)
 
     @property
+    def head_parameters(self) -> float:
+        """The LM head (vocabulary x hidden): a matmul only for tokens whose logits are sampled."""
+        return float(self.vocab_size * self.hidden_size)
+
+    @property
+    def body_parameters(self) -> float:
+        """Active parameters every token multiplies through: without the input embedding (a row lookup, not a
+        matmul) and the LM head (vLLM computes logits only at each sequence's sampled position)."""
+        tables = 1 if self.tied_embeddings else 2
+        return self.active_parameters - tables * self.head_parameters
+
+    @property
+    def streamed_weight_bytes(self) -> float:
+        """Weights a decode step reads from HBM: all but an untied input embedding, of which it gathers a few rows."""
+        untouched = 0.0 if self.tied_embeddings else self.head_parameters
+        return (self.parameters - untouched) * self.bytes_per_param
+
+    @property
     def attention_width(self) -> int:
         return self.attention_heads * self.head_dim
 
@@ -109,7 +128,7 @@ class ModelSpec:
             active_layer = attention + self.experts_per_token * ffn + router
         else:
             total_layer = active_layer = attention + ffn
-        embeddings = 2 * self.vocab_size * self.hidden_size  # untied input embedding and LM head
+        embeddings = (1 if self.tied_embeddings else 2) * self.vocab_size * self.hidden_size
         return (float(self.layers * total_layer + embeddings), float(self.layers * active_layer + embeddings))
 
 

@@ -81,7 +81,7 @@ def _state(costs: StepCosts, batch: float, *, decode_context: float, local: Loca
     kv, linear, attention = costs.kv_read_s_per_token, costs.linear_s_per_token, costs.attention_s_per_pair
     experts, miss, comm = costs.expert_weights_s, costs.expert_miss, costs.comm_s_per_token
     fixed, loss, comm_fixed = costs.dense_weights_s, costs.overlap_loss, costs.comm_fixed_s
-    base_memory, base_compute = fixed + context * kv, context * attention
+    base_memory, base_compute = fixed + context * kv, context * attention + (seen + 1) * costs.head_s_per_token
     for class_rate, pieces in local:
         service = 0.0
         for size, start in pieces:

@@ -29,7 +29,7 @@ def prefill_flops(model: ModelSpec, tokens: float, context: float = 0.0) -> floa
     4 x layers x heads x head_dim x p (QK^T and PV), summed over the chunk.
     """
     attention = 4 * model.layers * model.attention_width * tokens * (context + tokens / 2)
-    return 2 * model.active_parameters * tokens + attention
+    return 2 * model.body_parameters * tokens + 2 * model.head_parameters + attention
 
 
 def allreduce_seconds(*, nbytes: float, tensor_parallel: int, nvlink_gbps: float, calibration: Calibration) -> float:
@@ -48,7 +48,8 @@ class StepCosts:
     expert_weights_s: float  # reading every routed expert once (0 for dense models)
     expert_miss: float  # 1 - experts_per_token / experts: chance one token skips a given expert
     kv_read_s_per_token: float  # reading one cached token's KV slice on one GPU
-    linear_s_per_token: float  # matmul FLOPs of one token at calibrated throughput
+    linear_s_per_token: float  # matmul FLOPs of one token through the layers at calibrated throughput
+    head_s_per_token: float  # the LM head's matmul for one sampled token
     attention_s_per_pair: float  # attention FLOPs of one (query token, cached token) pair
     comm_fixed_s: float  # latency of a step's all-reduces
     comm_s_per_token: float  # bandwidth part of a step's all-reduces, per token in the step
@@ -77,11 +78,12 @@ def step_costs(*, model: ModelSpec, instance: InstanceSpec, tensor_parallel: int
                                   nvlink_gbps=gpu.nvlink_bandwidth_gbps, calibration=calibration)
     latency = calibration.allreduce_latency_s if tp > 1 else 0.0
     return StepCosts(
-        dense_weights_s=(model.weight_bytes - expert_bytes) / tp / hbm,
+        dense_weights_s=(model.streamed_weight_bytes - expert_bytes) / tp / hbm,
         expert_weights_s=expert_bytes / tp / hbm,
         expert_miss=1 - model.experts_per_token / model.experts if model.is_moe else 1.0,
         kv_read_s_per_token=model.kv_bytes_per_token_per_rank(tp) / hbm,
-        linear_s_per_token=2 * model.active_parameters / linear_flops,
+        linear_s_per_token=2 * model.body_parameters / linear_flops,
+        head_s_per_token=2 * model.head_parameters / linear_flops,
         attention_s_per_pair=4 * model.layers * model.attention_width / flops,
         comm_fixed_s=allreduces * latency + calibration.step_overhead_s,
         comm_s_per_token=allreduces * (per_token - latency),
@@ -99,7 +101,7 @@ def step_seconds(costs: StepCosts, *, batch: float, context: float, chunk: float
     touched = 1.0 - costs.expert_miss ** tokens if costs.expert_weights_s else 0.0
     memory = (costs.dense_weights_s + costs.expert_weights_s * touched
               + (context + chunk_context) * costs.kv_read_s_per_token)
-    compute = (tokens * costs.linear_s_per_token
+    compute = (tokens * costs.linear_s_per_token + (batch + (1 if chunk else 0)) * costs.head_s_per_token
                + (context + chunk * (chunk_context + chunk / 2)) * costs.attention_s_per_pair)
     return _overlapped(memory, compute, costs.overlap_loss) + costs.comm_fixed_s + tokens * costs.comm_s_per_token
 

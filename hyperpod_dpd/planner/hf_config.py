@@ -92,9 +92,7 @@ def load_model_config(path: Path, *, display: str | None = None) -> ModelSpec:
     spec = ModelSpec(key=key, name=key, hf_repo=name, parameters=0.0, active_parameters=0.0, layers=layers,
                      attention_heads=heads, kv_heads=kv_heads, head_dim=head_dim, hidden_size=hidden, ffn_size=ffn,
                      vocab_size=vocab, max_context=context, source=f"{source} (config.json; parameters recounted)",
-                     experts=experts, experts_per_token=per_token, qkv_bias=bool(data.get("attention_bias")))
+                     experts=experts, experts_per_token=per_token, qkv_bias=bool(data.get("attention_bias")),
+                     tied_embeddings=bool(data.get("tie_word_embeddings")))
     total, active = spec.architecture_parameters()
-    if data.get("tie_word_embeddings"):  # one matrix serves as embedding and LM head
-        total -= vocab * hidden
-        active -= vocab * hidden
     return replace(spec, parameters=total, active_parameters=active)

@@ -30,14 +30,14 @@ def measured(tmp_path: Path) -> Path:
 
 def test_a_measured_hand_off_lengthens_the_disaggregated_ttft_by_its_difference(
         capsys: pytest.CaptureFixture[str], measured: Path) -> None:
-    # GIVEN the published plan and the same plan with a measured 50 ms hand-off (published: 4.34 ms)
+    # GIVEN the published plan and the same plan with a measured 50 ms hand-off (published: 4.74 ms)
     _, published_out, _ = _plan(capsys, "--output", "json")
     code, out, err = _plan(capsys, "--output", "json", "--calibration", str(measured))
     published, mine = json.loads(published_out), json.loads(out)
     assert (code, err) == (0, "")
     # THEN one user's DPD TTFT grows by the difference, and colocated serving does not move
     before, after = published["predictions"][0], mine["predictions"][0]
-    assert after["disaggregated"]["ttft_ms"] - before["disaggregated"]["ttft_ms"] == pytest.approx(45.66, abs=0.2)
+    assert after["disaggregated"]["ttft_ms"] - before["disaggregated"]["ttft_ms"] == pytest.approx(45.26, abs=0.2)
     assert after["colocated"] == before["colocated"]
     # AND the JSON names the replaced constant with the file and the source given
     block = mine["calibration"]

@@ -16,29 +16,32 @@ ROWS = {row.measurement.key: row for row in rows()}
 # for relative changes. They are the errors the model has today (docs/planner.md, "Calibration"), rounded up; a
 # change that worsens them fails here. The TensorRT-LLM and Mooncake rows are bounded per bucket below.
 HELD_OUT_BOUNDS = {
-    "dynamo-itl-aggregated": 0.30,  # the colocated prefill stall is overestimated (36.9 vs 28.5 ms)
+    "dynamo-itl-aggregated": 0.29,  # the colocated prefill stall is overestimated (36.5 vs 28.5 ms)
     # 0.06, not the 0.031 of the open-loop engine rounded up: the closed-loop engine (engine.closed_loop_engine)
     # splits the 10 users between prefill and decode, so the colocated engine emits 215 instead of 210 tok/s
-    # (published 204) while its ITL and P95 TTFT come closer; the H100 bucket bounds of test_published hold
-    "dynamo-tput-aggregated": 0.06,
-    "dynamo-tput-disaggregated": 0.07,
-    "dynamo-p95-aggregated": 0.43,  # vLLM's aggregated queue has a longer tail than M/G/1 predicts
-    "dynamo-p95-disaggregated": 0.03,
-    "dynamo-gain-1000": 7.5, "dynamo-gain-2000": 14.0, "dynamo-gain-4000": 10.5, "dynamo-gain-8000": 0.5,
-    "dynamo-itl-change-1000": 3.0, "dynamo-itl-change-2000": 8.0, "dynamo-itl-change-4000": 14.0,
-    "dynamo-itl-change-8000": 13.5,
-    "nim-ttft-500-c1": 0.22, "nim-itl-5000-c1": 0.07, "nim-ttft-5000-c5": 0.17, "nim-itl-5000-c5": 0.06,
+    # (published 204) while its ITL and P95 TTFT come closer; the H100 bucket bounds of test_published hold.
+    # 0.065 since the LM head and embedding left the per-token matmuls: 8B's prefill efficiency refits lower
+    "dynamo-tput-aggregated": 0.065,
+    "dynamo-tput-disaggregated": 0.06,
+    "dynamo-p95-aggregated": 0.42,  # vLLM's aggregated queue has a longer tail than M/G/1 predicts
+    "dynamo-p95-disaggregated": 0.025,
+    "dynamo-gain-1000": 6.5, "dynamo-gain-2000": 12.5, "dynamo-gain-4000": 9.0, "dynamo-gain-8000": 0.6,
+    "dynamo-itl-change-1000": 2.5, "dynamo-itl-change-2000": 7.0, "dynamo-itl-change-4000": 13.0,
+    "dynamo-itl-change-8000": 13.0,
+    "nim-ttft-500-c1": 0.22, "nim-itl-5000-c1": 0.03, "nim-ttft-5000-c5": 0.16, "nim-itl-5000-c5": 0.06,
     "nim-ttft-5000-c25": 0.08, "nim-itl-5000-c25": 0.11, "nim-ttft-5000-c50": 0.07, "nim-itl-5000-c50": 0.13,
-    "nim-tput-5000-c50": 0.11, "transferengine-efa-peak": 0.20, "p5en-line-rate": 0.0,
-    # vLLM's nightly latency tests (8 x 32 in / 128 out, BF16): the decode step on H100 and H200
-    "vllm-latency-llama-3.1-8b-h200-tp1": 0.14, "vllm-latency-llama-3.3-70b-h200-tp4": 0.14,
-    "vllm-latency-llama-3.1-8b-h100-tp1": 0.04, "vllm-latency-llama-3.3-70b-h100-tp4": 0.02,
+    "nim-tput-5000-c50": 0.11, "transferengine-efa-peak": 0.15, "p5en-line-rate": 0.0,
+    # vLLM's nightly latency tests (8 x 32 in / 128 out, BF16): the decode step on H100 and H200. The 8B H200 row
+    # is 0.18: a decode step no longer streams the 1 GB input embedding (6.5% of 8B's weights), and H200's run was
+    # already faster than the H100 one predicts
+    "vllm-latency-llama-3.1-8b-h200-tp1": 0.18, "vllm-latency-llama-3.3-70b-h200-tp4": 0.13,
+    "vllm-latency-llama-3.1-8b-h100-tp1": 0.02, "vllm-latency-llama-3.3-70b-h100-tp4": 0.015,
     # SGLang Llama-3.3-70B BF16 TP4 on H200, open loop: the median TTFT is about half the measured one (no
     # per-request front-end time in the model), the median ITL close
-    "datacrunch-ttft-r1": 0.45, "datacrunch-ttft-r2": 0.45, "datacrunch-ttft-r4": 0.51,
-    "datacrunch-itl-r1": 0.04, "datacrunch-itl-r2": 0.02, "datacrunch-itl-r4": 0.19,
+    "datacrunch-ttft-r1": 0.42, "datacrunch-ttft-r2": 0.41, "datacrunch-ttft-r4": 0.48,
+    "datacrunch-itl-r1": 0.04, "datacrunch-itl-r2": 0.015, "datacrunch-itl-r4": 0.18,
 }
-CEILINGS = {"trtllm": 0.45, "mooncake": 0.15}  # no single TensorRT-LLM or Mooncake row may be off by more
+CEILINGS = {"trtllm": 0.43, "mooncake": 0.13}  # no single TensorRT-LLM or Mooncake row may be off by more
 
 
 def test_every_factor_says_where_it_comes_from() -> None:
@@ -121,7 +124,7 @@ def test_disaggregation_gains_grow_with_the_prompt_as_measured() -> None:
     assert itl == sorted(itl, reverse=True)
 
 
-@pytest.mark.xfail(strict=True, reason="measured +7.2 pp at ISL 1000 (published 0) since the v3 overlap loss; "
+@pytest.mark.xfail(strict=True, reason="measured +6.5 pp at ISL 1000 (published 0) since the v3 overlap loss; "
                                        "the planner overstates DPD's gain on short prompts")
 def test_disaggregation_is_about_even_at_one_thousand_tokens() -> None:
     assert abs(ROWS["dynamo-gain-1000"].predicted) < 3

@@ -43,18 +43,44 @@ HBM = H100_HBM * CAL.hbm_efficiency  # the calibrated share of the datasheet ban
 LOSS = CAL.overlap_loss  # the share of the shorter of HBM time and compute that does not overlap the longer
 
 
-def _linear_s(tokens: float, tp: int = 8, efficiency: float = CAL.prefill_efficiency) -> float:
-    return tokens * 2 * 70_553_706_496 / (tp * H100_FLOPS * efficiency)
+TABLE = 128_256 * 8192  # Llama-3.3-70B's vocabulary x hidden: the input embedding, and the LM head beside it
+BODY = 70_553_706_496 - 2 * TABLE  # what every token multiplies through (untied embedding and head left out)
+STREAMED = 70_553_706_496 - TABLE  # what a decode step reads: all but the input embedding, a row lookup
+
+
+def _linear_s(tokens: float, tp: int = 8, efficiency: float = CAL.prefill_efficiency, sampled: float = -1) -> float:
+    """The matmuls of ``tokens`` decode tokens (each sampled: one LM head each) or of ``sampled`` of them."""
+    heads = tokens if sampled < 0 else sampled
+    return (tokens * 2 * BODY + heads * 2 * TABLE) / (tp * H100_FLOPS * efficiency)
 
 
 def test_prefill_flops_are_matmuls_plus_causal_attention() -> None:
     # GIVEN 8,192 prompt tokens of Llama-3.3-70B (80 layers, 64 heads x 128 = 8,192 attention width)
-    # THEN 2 x 70,553,706,496 per token, plus 4 x 80 x 8192 x 8192 x (0 + 8192 / 2) for attention
-    expected = 2 * 70_553_706_496 * 8192 + 4 * 80 * 8192 * 8192 * 4096
+    # THEN 2 x the layers' 68.45 B parameters per token (70,553,706,496 less the 128,256 x 8,192 embedding and LM
+    # head), the LM head once (only the sampled position gets logits), plus 4 x 80 x 8192 x 8192 x (0 + 8192 / 2)
+    # for attention
+    expected = 2 * BODY * 8192 + 2 * TABLE + 4 * 80 * 8192 * 8192 * 4096
     assert prefill_flops(LLAMA_70B, 8192) == pytest.approx(expected)
     # AND a chunk after 4,096 cached tokens attends over them as well
     assert prefill_flops(LLAMA_70B, 1024, context=4096) == pytest.approx(
-        2 * 70_553_706_496 * 1024 + 4 * 80 * 8192 * 1024 * (4096 + 512))
+        2 * BODY * 1024 + 2 * TABLE + 4 * 80 * 8192 * 1024 * (4096 + 512))
+
+
+def test_the_embedding_is_a_lookup_and_the_lm_head_runs_for_sampled_tokens_only() -> None:
+    # GIVEN Llama-3.3-70B (untied: embedding and LM head are two 128,256 x 8,192 matrices)
+    # THEN a token multiplies through neither, the head is one table, and a decode step streams all but the embedding
+    assert LLAMA_70B.head_parameters == TABLE
+    assert LLAMA_70B.body_parameters == BODY
+    assert LLAMA_70B.streamed_weight_bytes == STREAMED * 2
+    # AND a model whose head is its embedding (tie_word_embeddings) streams the shared table and subtracts it once
+    tied = dataclasses.replace(LLAMA_70B, tied_embeddings=True, parameters=70_553_706_496 - TABLE,
+                               active_parameters=70_553_706_496 - TABLE)
+    assert tied.body_parameters == BODY
+    assert tied.streamed_weight_bytes == tied.weight_bytes
+    # AND the share left out is what makes a small model's prefill cheaper than 2 x parameters: 13% for 8B, 3% for 70B
+    llama_8b = MODELS["Llama-3.1-8B"]
+    assert 1 - llama_8b.body_parameters / llama_8b.active_parameters == pytest.approx(0.131, abs=0.001)
+    assert 1 - BODY / 70_553_706_496 == pytest.approx(0.030, abs=0.001)
 
 
 def test_allreduce_is_free_without_tensor_parallelism_and_a_ring_with_it() -> None:
@@ -68,15 +94,15 @@ def test_allreduce_is_free_without_tensor_parallelism_and_a_ring_with_it() -> No
 def test_decode_step_of_one_token_is_the_weight_read_plus_allreduce_latency() -> None:
     # GIVEN Llama-3.3-70B at TP=8 on p5 decoding one token with no cached context
     costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
-    # THEN the step reads 1/8 of the BF16 weights at the calibrated share of 3.35 TB/s, the token's matmuls add the
-    # part that does not overlap, then 160 all-reduces of one token run
-    weights = 70_553_706_496 * 2 / 8 / HBM
+    # THEN the step reads 1/8 of the BF16 weights but the input embedding at the calibrated share of 3.35 TB/s, the
+    # token's matmuls (LM head included) add the part that does not overlap, then 160 all-reduces of one token run
+    weights = STREAMED * 2 / 8 / HBM
     allreduces = 160 * (10e-6 + 8192 * 2 * 1.75 / (450e9 * 0.8))
     assert step_seconds(costs, batch=1, context=0) == pytest.approx(weights + LOSS * _linear_s(1) + allreduces)
     # AND the hand-worked figures are the catalogue's: 70.55 B parameters, 3.35 TB/s per H100 (the efficiency is
     # the calibration's own, refitted by fit.py)
-    assert weights == pytest.approx(LLAMA_70B.parameters * 2 / 8 / (P5.gpu.hbm_bandwidth_gbps * 1e9
-                                                                     * CAL.hbm_efficiency), rel=1e-9)
+    assert weights == pytest.approx((LLAMA_70B.parameters - TABLE) * 2 / 8 / (P5.gpu.hbm_bandwidth_gbps * 1e9
+                                                                              * CAL.hbm_efficiency), rel=1e-9)
 
 
 def test_decode_step_reads_every_cached_token_once() -> None:
@@ -86,7 +112,7 @@ def test_decode_step_reads_every_cached_token_once() -> None:
     step = step_seconds(costs, batch=16, context=context)
     # THEN the KV part is 40,960 bytes per token per GPU at the calibrated bandwidth
     kv = context * 40960 / HBM
-    weights = 70_553_706_496 * 2 / 8 / HBM
+    weights = STREAMED * 2 / 8 / HBM
     allreduces = 160 * (10e-6 + 16 * 8192 * 2 * 1.75 / (450e9 * 0.8))
     compute = _linear_s(16) + context * costs.attention_s_per_pair
     assert step == pytest.approx(weights + kv + LOSS * compute + allreduces)
@@ -98,7 +124,7 @@ def test_a_full_prefill_chunk_is_compute_bound() -> None:
     # THEN its time is its FLOPs at the calibrated share of 8 x 989.4 TFLOP/s, the weight read's part that does not
     # overlap, plus 160 all-reduces of 8,192 tokens
     compute = prefill_flops(LLAMA_70B, 8192) / (8 * H100_FLOPS * CAL.prefill_efficiency)
-    weights = 70_553_706_496 * 2 / 8 / HBM
+    weights = STREAMED * 2 / 8 / HBM
     allreduces = 160 * (10e-6 + 8192 * 8192 * 2 * 1.75 / (450e9 * 0.8))
     assert compute > weights
     assert prefill_seconds(costs, tokens=8192, chunk_tokens=8192) == pytest.approx(
@@ -113,8 +139,8 @@ def test_fp8_weights_halve_the_weight_read_and_run_the_gemms_at_the_fp8_rate() -
     # THEN the decode step reads half the bytes, and a token's matmuls run at 2 x 989.4 TFLOP/s x the calibrated
     # low-precision efficiency per GPU
     assert fp8_costs.dense_weights_s == pytest.approx(bf16_costs.dense_weights_s / 2)
-    assert fp8_costs.linear_s_per_token == pytest.approx(
-        2 * 70_553_706_496 / (8 * 2 * H100_FLOPS * CAL.low_precision_efficiency))
+    assert fp8_costs.linear_s_per_token == pytest.approx(2 * BODY / (8 * 2 * H100_FLOPS * CAL.low_precision_efficiency))
+    assert fp8_costs.head_s_per_token == pytest.approx(2 * TABLE / (8 * 2 * H100_FLOPS * CAL.low_precision_efficiency))
     assert fp8_costs.attention_s_per_pair == bf16_costs.attention_s_per_pair
 
 
@@ -139,13 +165,13 @@ def test_moe_decode_reads_only_the_experts_its_tokens_touch() -> None:
     mixtral = MODELS["Mixtral-8x22B"]
     costs = step_costs(model=mixtral, instance=P5, tensor_parallel=8, calibration=CAL)
     # THEN one token reads the shared weights plus 1 - (6/8)^1 = 25% of the experts; many tokens read them all
-    shared = (mixtral.weight_bytes - mixtral.expert_parameters * 2) / 8 / HBM
+    shared = (mixtral.streamed_weight_bytes - mixtral.expert_parameters * 2) / 8 / HBM
     experts = mixtral.expert_parameters * 2 / 8 / HBM
     assert costs.dense_weights_s == pytest.approx(shared)
     assert costs.expert_weights_s == pytest.approx(experts)
     assert costs.expert_miss == pytest.approx(0.75)
     one = step_seconds(costs, batch=1, context=0) - costs.comm_fixed_s - costs.comm_s_per_token
-    assert one == pytest.approx(shared + 0.25 * experts + LOSS * costs.linear_s_per_token)
+    assert one == pytest.approx(shared + 0.25 * experts + LOSS * (costs.linear_s_per_token + costs.head_s_per_token))
 
 
 def test_each_rank_drives_its_own_gpus_share_of_the_efa_interfaces() -> None:

@@ -37,6 +37,20 @@ def test_a_mixture_of_experts_config_matches_the_catalogue(tmp_path: Path) -> No
     assert spec.key == "Mixtral-8x22B-Instruct-v0.1" and str(tmp_path) in spec.source
 
 
+def test_a_tied_head_counts_its_table_once_and_streams_it(tmp_path: Path) -> None:
+    # GIVEN Mixtral's architecture with tie_word_embeddings (one 32,768 x 6,144 matrix for embedding and LM head)
+    untied = load_model_config(_write(tmp_path, MIXTRAL))
+    tied = load_model_config(_write(tmp_path, {**MIXTRAL, "tie_word_embeddings": True}))
+    table = 32768 * 6144
+    # THEN the table is counted once, every token still multiplies through the same layers, and a decode step
+    # streams the whole tied model (the head reads the table) but not an untied input embedding
+    assert tied.tied_embeddings and not untied.tied_embeddings
+    assert untied.parameters - tied.parameters == table
+    assert tied.body_parameters == untied.body_parameters == untied.active_parameters - 2 * table
+    assert tied.streamed_weight_bytes == tied.weight_bytes
+    assert untied.streamed_weight_bytes == untied.weight_bytes - table * untied.bytes_per_param
+
+
 @pytest.mark.parametrize(("change", "field", "message"), [
     ({"num_hidden_layers": None}, "num_hidden_layers", "is required"),
     ({"num_key_value_heads": 7}, "num_key_value_heads", "must divide num_attention_heads (48)"),

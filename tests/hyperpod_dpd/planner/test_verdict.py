@@ -21,9 +21,11 @@ def _plan(inputs: int, outputs: int, users: int, slo: Slo = Slo(), **layout: int
 def test_long_prompts_at_high_concurrency_disaggregate() -> None:
     # WHEN 16,000-token prompts with 512-token outputs are served to 32 users on p5 within TTFT 8 s, TPOT 25 ms
     plan = _plan(16000, 512, 32, Slo(ttft_s=8.0, tpot_s=0.025))
-    # THEN DPD pays off: 2 prefill + 1 decode serve more requests per node than 3 colocated nodes
+    # THEN DPD pays off: 3 prefill + 1 decode (2 prefillers would run above the 80% target) serve more requests per
+    # node than 4 colocated nodes
     assert plan.verdict.decision == "DPD pays off"
-    assert (plan.layout.prefill_nodes, plan.layout.decode_nodes, plan.layout.baseline_nodes) == (2, 1, 3)
+    assert (plan.layout.prefill_nodes, plan.layout.decode_nodes, plan.layout.baseline_nodes) == (3, 1, 4)
+    assert "2 would run 82% busy" in plan.recommendation.reasons[0]
     colocated, dpd = plan.operating
     assert dpd.per_node > colocated.per_node * 1.05
     point = plan.predictions[0]
