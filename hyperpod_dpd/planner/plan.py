@@ -124,7 +124,6 @@ def make_plan(*, model: ModelSpec, instance: InstanceSpec, workload: Workload, p
         raise PlanError(str(exc)) from None
     if mode not in MODES:
         raise PlanError(f"mode {mode!r} is not one of {', '.join(MODES)}")
-    tp_decision = recommend.tensor_parallel_size(model=model, instance=instance, calibration=calibration)
     for role, value, utilization in (
             ("prefill", prefill_tp, calibration.dpd_memory_utilization),
             ("decode", decode_tp, calibration.dpd_memory_utilization),
@@ -134,7 +133,9 @@ def make_plan(*, model: ModelSpec, instance: InstanceSpec, workload: Workload, p
                                             utilization=utilization, calibration=calibration)
     if colocated_replicas is not None and colocated_replicas < 1:
         raise PlanError(f"colocated replicas must be at least 1, got {colocated_replicas}")
-    if decode_tp is not None:
+    if decode_tp is None:
+        tp_decision = recommend.tensor_parallel_size(model=model, instance=instance, calibration=calibration)
+    else:
         tp_decision = recommend.Decision(decode_tp, (
             f"TP={decode_tp} for the decoders as asked: {instance.gpu_count // decode_tp} decode replica(s) per "
             f"{instance.name} node",))

@@ -45,6 +45,11 @@ def tensor_parallel_size(*, model: ModelSpec, instance: InstanceSpec, calibratio
                                   utilization=calibration.dpd_memory_utilization, calibration=calibration) > 0
 
     fitting = [tp for tp in sizes if fits(tp)]
+    if fitting and instance.gpu_count not in sizes:  # the weights fit; the heads do not split over the whole node
+        raise PlanError(f"{model.key} has {model.attention_heads} attention heads, which {instance.gpu_count} GPUs "
+                        f"of {instance.name} cannot split evenly (vLLM's tensor parallelism must divide them); "
+                        f"give --prefill-tp and --decode-tp (possible: {', '.join(map(str, fitting))}) to run "
+                        "several replicas per node")
     if not fitting or fitting[-1] != instance.gpu_count:
         need = model.weight_bytes / 1e9
         have = (instance.gpu.memory_gib if instance.gpu else 0) * instance.gpu_count * 1024**3 / 1e9

@@ -36,6 +36,26 @@ def test_a_model_larger_than_one_node_is_refused_unless_fp8_makes_it_fit() -> No
     assert recommend.tensor_parallel_size(model=fp8, instance=P5, calibration=CAL).value == 8
 
 
+def test_heads_the_node_cannot_split_are_named_not_blamed_on_memory() -> None:
+    # GIVEN a 7B model with 28 attention heads (TP 1, 2 or 4 divide them; 8 does not) that fits one GPU
+    import dataclasses
+    odd = dataclasses.replace(MODELS["Llama-3.1-8B"], key="Odd-7B", attention_heads=28, kv_heads=4)
+    # WHEN the planner picks the whole node's tensor parallelism
+    with pytest.raises(PlanError) as caught:
+        recommend.tensor_parallel_size(model=odd, instance=P5, calibration=CAL)
+    # THEN the refusal names the heads and the per-role flags with the sizes that work, not the weights' size
+    text = str(caught.value)
+    assert "28 attention heads" in text and "8 GPUs of ml.p5.48xlarge cannot split evenly" in text
+    assert "--prefill-tp and --decode-tp (possible: 1, 2, 4)" in text and "weights" not in text
+    # AND planning with those flags works
+    from hyperpod_dpd.planner.plan import make_plan
+    from hyperpod_dpd.planner.workload import LengthDistribution, Workload
+    workload = Workload(inputs=LengthDistribution.fixed(4096), outputs=LengthDistribution.fixed(256),
+                        concurrency=(8,))
+    plan = make_plan(model=odd, instance=P5, workload=workload, prefill_tp=4, decode_tp=4)
+    assert plan.recommendation.tensor_parallel_size == 4
+
+
 def test_the_decoder_must_hold_the_longest_request_next_to_weights_and_buffer() -> None:
     # GIVEN 405B on p5e: 94.5 GiB of weights per GPU leave ~4,200 tokens of KV at 0.75 utilization with 8 GiB buffer
     with pytest.raises(PlanError, match="KV room for 4,2[0-9]{2} tokens"):
