@@ -118,10 +118,11 @@ def colocated_layout(planner: Planner, nodes: int, peak: float, slo: Slo, max_le
     instance, model, calibration = planner.instance, planner.model, planner.calibration
     if tp is not None:
         return tp, replicas or nodes * instance.gpu_count // tp
-    full = instance.gpu_count
+    sizes = valid_tensor_parallel_sizes(model, instance)
+    full = sizes[-1]  # the node's GPU count, unless the attention heads do not split that far (vLLM refuses it)
     if replicas is not None:
         return full, replicas
-    fitting = [tp for tp in valid_tensor_parallel_sizes(model, instance)
+    fitting = [tp for tp in sizes
                if kv_capacity_tokens(model=model, instance=instance, tensor_parallel=tp,
                                      utilization=calibration.colocated_memory_utilization,
                                      calibration=calibration) >= max_len][:1]

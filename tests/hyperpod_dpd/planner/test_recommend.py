@@ -54,6 +54,9 @@ def test_heads_the_node_cannot_split_are_named_not_blamed_on_memory() -> None:
                         concurrency=(8,))
     plan = make_plan(model=odd, instance=P5, workload=workload, prefill_tp=4, decode_tp=4)
     assert plan.recommendation.tensor_parallel_size == 4
+    # AND the colocated baseline only weighs tensor parallelisms vLLM can start (never TP8 over 28 heads)
+    assert plan.layout.colocated_tp in (1, 2, 4)
+    assert plan.layout.colocated_replicas == plan.layout.baseline_nodes * 8 // plan.layout.colocated_tp
 
 
 def test_the_decoder_must_hold_the_longest_request_next_to_weights_and_buffer() -> None:
