@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hyperpod_dpd.catalogue.instances import instance
@@ -9,7 +11,9 @@ from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.catalogue.operator import DEFAULT_PD_BUFFER_SIZE
 from hyperpod_dpd.planner import recommend
 from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION as CAL
+from hyperpod_dpd.planner.plan import make_plan
 from hyperpod_dpd.planner.recommend import PlanError
+from hyperpod_dpd.planner.workload import LengthDistribution, Workload
 
 GIB = 1024**3
 P5 = instance("ml.p5.48xlarge")
@@ -38,7 +42,6 @@ def test_a_model_larger_than_one_node_is_refused_unless_fp8_makes_it_fit() -> No
 
 def test_heads_the_node_cannot_split_are_named_not_blamed_on_memory() -> None:
     # GIVEN a 7B model with 28 attention heads (TP 1, 2 or 4 divide them; 8 does not) that fits one GPU
-    import dataclasses
     odd = dataclasses.replace(MODELS["Llama-3.1-8B"], key="Odd-7B", attention_heads=28, kv_heads=4)
     # WHEN the planner picks the whole node's tensor parallelism
     with pytest.raises(PlanError) as caught:
@@ -48,8 +51,6 @@ def test_heads_the_node_cannot_split_are_named_not_blamed_on_memory() -> None:
     assert "28 attention heads" in text and "8 GPUs of ml.p5.48xlarge cannot split evenly" in text
     assert "--prefill-tp and --decode-tp (possible: 1, 2, 4)" in text and "weights" not in text
     # AND planning with those flags works
-    from hyperpod_dpd.planner.plan import make_plan
-    from hyperpod_dpd.planner.workload import LengthDistribution, Workload
     workload = Workload(inputs=LengthDistribution.fixed(4096), outputs=LengthDistribution.fixed(256),
                         concurrency=(8,))
     plan = make_plan(model=odd, instance=P5, workload=workload, prefill_tp=4, decode_tp=4)
