@@ -14,8 +14,8 @@ Sources:
   Llama-3.3-70B-Instruct FP8 TP2 on 2 x H100 80GB (TensorRT-LLM engine; FP8 KV cache assumed), one aggregated
   engine, AIPerf at fixed concurrency.
 * NIXLBENCH: ai-dynamo/nixl pull request #1647, nixlbench UCX backend, 16 MiB blocks, 341 of 400 Gbit/s.
-* VLLM_CI, DATACRUNCH: vLLM's nightly latency tests on H100 and H200 and SGLang's open-loop Llama-3.3-70B runs on
-  H200 (``published.py`` names the builds, files and commits).
+* VLLM_CI, DATACRUNCH: vLLM's nightly latency tests on H100 and H200 and SGLang's open-loop Llama-3.3-70B and
+  Llama-3.1-405B runs on H200 (``published.py`` names the builds, files and commits).
 * TRANSFERENGINE: Licker et al., "RDMA Point-to-Point Communication for LLM Systems" (arXiv 2510.27656, MLSys'26):
   400 Gbit/s peak per GPU on AWS EFA.
 """
@@ -122,20 +122,19 @@ _UNIFORM_1024 = LengthDistribution.weighted([(64 + 128 * i, 1.0) for i in range(
 
 
 @cache
-def _online(rate: float, calibration: Calibration) -> Point:
-    model = MODELS["Llama-3.3-70B"]
-    workload = Workload(inputs=_UNIFORM_1024, outputs=_UNIFORM_1024, request_rates=(rate,))
-    return Colocated(model=model, instance=P5E, tensor_parallel=4, nodes=1, workload=workload,
-                     calibration=calibration).at_rate(rate)
+def _online(row: published.Online, calibration: Calibration) -> Point:
+    workload = Workload(inputs=_UNIFORM_1024, outputs=_UNIFORM_1024, request_rates=(row.rate,))
+    return Colocated(model=MODELS[row.model], instance=P5E, tensor_parallel=row.tp, nodes=1, workload=workload,
+                     calibration=calibration).at_rate(row.rate)
 
 
-def _median_ttft(rate: float, calibration: Calibration) -> float:
-    return _online(rate, calibration).quantile("ttft", 0.5) * 1e3
+def _median_ttft(row: published.Online, calibration: Calibration) -> float:
+    return _online(row, calibration).quantile("ttft", 0.5) * 1e3
 
 
-def _median_itl(rate: float, calibration: Calibration) -> float:
+def _median_itl(row: published.Online, calibration: Calibration) -> float:
     """The median gap between tokens is a bare decode step while fewer than half the steps carry a prefill."""
-    point = _online(rate, calibration)
+    point = _online(row, calibration)
     return (point.spread.tpot.floor if point.spread is not None else point.tpot_s) * 1e3
 
 
@@ -149,15 +148,17 @@ def _serving_rows() -> tuple[tuple[Measurement, Callable[[Calibration], float]],
                     partial(_latency, r)))
     for o in published.ONLINE:
         rate = f"{o.rate:g}"
-        source = f"{published.DATACRUNCH} H200 TP4 Llama-3.3-70B BF16"
-        out.append((Measurement(f"datacrunch-ttft-r{rate}", source,
+        # the 70B rows keep their first keys; other models name themselves
+        tag = "" if o.model == "Llama-3.3-70B" else f"{o.model.lower()}-"
+        source = f"{published.DATACRUNCH} H200 TP{o.tp} {o.model} BF16"
+        out.append((Measurement(f"datacrunch-{tag}ttft-r{rate}", source,
                                 f"uniform 1-1024 in / out, {rate} req/s Poisson: median TTFT", o.ttft_ms, "ms",
                                 "held-out", gpu="H200", metric="ttft"),
-                    partial(_median_ttft, o.rate)))
-        out.append((Measurement(f"datacrunch-itl-r{rate}", source,
+                    partial(_median_ttft, o)))
+        out.append((Measurement(f"datacrunch-{tag}itl-r{rate}", source,
                                 f"uniform 1-1024 in / out, {rate} req/s Poisson: median ITL", o.itl_ms, "ms",
                                 "held-out", gpu="H200", metric="tpot"),
-                    partial(_median_itl, o.rate)))
+                    partial(_median_itl, o)))
     return tuple(out)
 
 

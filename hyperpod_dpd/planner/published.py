@@ -18,11 +18,14 @@ Data only: each record names its source, the setup it was measured on and its ro
   from vllm-project/vllm .buildkite/nightly-benchmarks/tests/latency-tests.json @d5ce9249: Meta-Llama-3-8B TP1 and
   Meta-Llama-3-70B-Instruct TP4 (the architectures of the catalogue's Llama-3.1-8B and Llama-3.3-70B). 127 of the 128
   steps are decode steps at batch 8, so the row measures the decode step.
-* DATACRUNCH: datacrunch-research/h200-benchmarks sglang/outputs/llama_3_3_70b_online_output.jsonl @c091ef53 (launch
-  line in sglang/experiments/llama_3_3_70b_sglang.sh): SGLang, Llama-3.3-70B-Instruct BF16 TP4 on 4 x H200,
-  ``bench_serving`` random dataset with ``random_range_ratio`` 0 (input and output lengths uniform on 1...1,024;
-  the file's totals give means of 509 and 534), Poisson arrivals at 1, 2 and 4 requests/s; median TTFT and median
-  ITL. The 8 and 16 requests/s runs are left out: their output throughput stays below the offered load (overload).
+* DATACRUNCH: datacrunch-research/h200-benchmarks @c091ef53, SGLang ``bench_serving`` open-loop runs on H200 (launch
+  lines in sglang/experiments/*.sh): Llama-3.3-70B-Instruct BF16 TP4 on 4 x H200
+  (sglang/outputs/llama_3_3_70b_online_output.jsonl) and Llama-3.1-405B-Instruct BF16 TP8 on 8 x H200
+  (sglang/outputs/llama_405b_online_output.jsonl, ``--disable-radix-cache --enable-torch-compile``). Random dataset
+  with ``random_range_ratio`` 0 (input and output lengths uniform on 1...1,024; the files' totals give means of about
+  509 and 534), Poisson arrivals; median TTFT and median ITL. Runs whose median ITL or TTFT shows a growing queue are
+  left out (overload): the 70B's 8 and 16 requests/s and the 405B's 4 and 8 requests/s (405B at 4 requests/s: median
+  ITL 135 ms against 43 ms at 2, median end-to-end 111 s against 30 s).
 """
 
 from __future__ import annotations
@@ -118,15 +121,19 @@ LATENCY: tuple[Latency, ...] = (
 
 @dataclass(frozen=True, kw_only=True)
 class Online:
-    """A DATACRUNCH open-loop row: Llama-3.3-70B BF16 TP4 on H200, Poisson ``rate``, uniform 1...1,024 lengths."""
+    """A DATACRUNCH open-loop row: ``model`` BF16 at ``tp`` on H200, Poisson ``rate``, uniform 1...1,024 lengths."""
 
+    model: str
+    tp: int
     rate: float
     ttft_ms: float  # median
     itl_ms: float  # median
 
 
 ONLINE: tuple[Online, ...] = (
-    Online(rate=1.0, ttft_ms=85.745, itl_ms=13.639),
-    Online(rate=2.0, ttft_ms=87.556, itl_ms=14.830),
-    Online(rate=4.0, ttft_ms=106.063, itl_ms=19.420),
+    Online(model="Llama-3.3-70B", tp=4, rate=1.0, ttft_ms=85.745, itl_ms=13.639),
+    Online(model="Llama-3.3-70B", tp=4, rate=2.0, ttft_ms=87.556, itl_ms=14.830),
+    Online(model="Llama-3.3-70B", tp=4, rate=4.0, ttft_ms=106.063, itl_ms=19.420),
+    Online(model="Llama-3.1-405B", tp=8, rate=1.0, ttft_ms=218.808, itl_ms=38.782),
+    Online(model="Llama-3.1-405B", tp=8, rate=2.0, ttft_ms=244.264, itl_ms=43.301),
 )

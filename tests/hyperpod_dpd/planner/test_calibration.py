@@ -36,10 +36,12 @@ HELD_OUT_BOUNDS = {
     # already faster than the H100 one predicts
     "vllm-latency-llama-3.1-8b-h200-tp1": 0.18, "vllm-latency-llama-3.3-70b-h200-tp4": 0.13,
     "vllm-latency-llama-3.1-8b-h100-tp1": 0.02, "vllm-latency-llama-3.3-70b-h100-tp4": 0.015,
-    # SGLang Llama-3.3-70B BF16 TP4 on H200, open loop: the median TTFT is about half the measured one (no
-    # per-request front-end time in the model), the median ITL close
+    # SGLang Llama-3.3-70B BF16 TP4 and Llama-3.1-405B TP8 on H200, open loop: the median TTFT is short by 35-73 ms
+    # (no per-request front-end time in the model), the median ITL close
     "datacrunch-ttft-r1": 0.42, "datacrunch-ttft-r2": 0.41, "datacrunch-ttft-r4": 0.48,
     "datacrunch-itl-r1": 0.04, "datacrunch-itl-r2": 0.015, "datacrunch-itl-r4": 0.18,
+    "datacrunch-llama-3.1-405b-ttft-r1": 0.29, "datacrunch-llama-3.1-405b-ttft-r2": 0.30,
+    "datacrunch-llama-3.1-405b-itl-r1": 0.06, "datacrunch-llama-3.1-405b-itl-r2": 0.06,
 }
 CEILINGS = {"trtllm": 0.43, "mooncake": 0.13}  # no single TensorRT-LLM or Mooncake row may be off by more
 
