@@ -18,7 +18,7 @@ chunk run fewer decoders than the bare decode steps.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from hyperpod_dpd.planner.formulas import StepCosts, step_seconds
 from hyperpod_dpd.planner.tails import Stalls
@@ -30,8 +30,9 @@ _BATCH_TOLERANCE = 1e-6
 LocalClasses = tuple[tuple[float, tuple[tuple[int, int], ...]], ...]
 
 
-@dataclass(frozen=True)
-class Joins:
+# The solver's records are named tuples, not frozen dataclasses: a frozen dataclass sets each field through
+# object.__setattr__, and these are built hundreds of thousands of times in a 1,000-configuration sweep.
+class Joins(NamedTuple):
     """Disaggregated arrivals as stall events: total rate, sum(rate x size), sum(rate x size^2)."""
 
     rate: float = 0.0
@@ -39,8 +40,7 @@ class Joins:
     second: float = 0.0
 
 
-@dataclass(frozen=True)
-class Engine:
+class Engine(NamedTuple):
     """A decode engine's answer at one request rate."""
 
     tpot: float
@@ -53,8 +53,7 @@ class Engine:
     stalls: Stalls
 
 
-@dataclass(frozen=True)
-class _State:
+class _State(NamedTuple):
     """A decode engine at one decode batch: the TPOT that batch implies (``inf`` if it cannot keep up)."""
 
     tpot: float

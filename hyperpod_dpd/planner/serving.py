@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 from hyperpod_dpd.catalogue.instances import InstanceSpec
 from hyperpod_dpd.catalogue.models import ModelSpec
@@ -100,8 +101,7 @@ class Point:
         return self.request_rate * self.attainment(ttft_slo_s, tpot_slo_s)
 
 
-@dataclass(frozen=True)
-class _Eval:
+class _Eval(NamedTuple):
     """A system at one rate: the mean point and the TTFT parts behind its spread: (weight, shift, rho, mean wait,
     mean service of the queue, servers of the queue)."""
 
