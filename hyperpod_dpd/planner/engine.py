@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from hyperpod_dpd.planner.formulas import StepCosts, step_seconds
+from hyperpod_dpd.planner.formulas import StepCosts
 from hyperpod_dpd.planner.tails import Stalls
 
 _MAX_STEPS = 60
@@ -70,16 +70,19 @@ class _State(NamedTuple):
 def _state(costs: StepCosts, batch: float, *, decode_context: float, local: LocalClasses, joins: Joins) -> _State:
     seen = max(batch, 1.0)  # a decoding stream always shares the step with at least itself
     context = seen * decode_context
-    step = step_seconds(costs, batch=seen, context=context)
+    # step_seconds inlined (bare below, with a chunk in the loop), in its order of operations: this is the
+    # planner's innermost code; test_engine checks the bare step against step_seconds
+    kv, linear, attention = costs.kv_read_s_per_token, costs.linear_s_per_token, costs.attention_s_per_pair
+    experts, miss, comm = costs.expert_weights_s, costs.expert_miss, costs.comm_s_per_token
+    fixed, loss, comm_fixed = costs.dense_weights_s, costs.overlap_loss, costs.comm_fixed_s
+    memory = fixed + experts * (1.0 - miss ** seen) + context * kv if experts else fixed + context * kv
+    compute = seen * linear + seen * costs.head_s_per_token + context * attention
+    step = (memory + loss * compute if memory > compute else compute + loss * memory) + comm_fixed + seen * comm
     interference = joins.busy
     stall_rate, stall_second = joins.rate, joins.second
     prefill_busy = second = 0.0
     services = []
     max_step = step
-    # step_seconds with a chunk, inlined: this loop is the planner's innermost one
-    kv, linear, attention = costs.kv_read_s_per_token, costs.linear_s_per_token, costs.attention_s_per_pair
-    experts, miss, comm = costs.expert_weights_s, costs.expert_miss, costs.comm_s_per_token
-    fixed, loss, comm_fixed = costs.dense_weights_s, costs.overlap_loss, costs.comm_fixed_s
     base_memory, base_compute = fixed + context * kv, context * attention + (seen + 1) * costs.head_s_per_token
     for class_rate, pieces in local:
         service = 0.0

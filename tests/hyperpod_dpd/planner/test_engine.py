@@ -7,7 +7,7 @@ import pytest
 from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION as CAL
-from hyperpod_dpd.planner.engine import closed_loop_engine
+from hyperpod_dpd.planner.engine import Joins, _state, closed_loop_engine
 from hyperpod_dpd.planner.formulas import chunks, prefill_seconds, step_costs, step_seconds
 from hyperpod_dpd.planner.serving import Colocated
 from hyperpod_dpd.planner.workload import LengthDistribution, Workload
@@ -47,6 +47,19 @@ def test_a_decode_only_step_runs_every_user() -> None:
     # THEN every step is a bare decode step of all 8 users, one token each: TPOT is that step
     bare = step_seconds(COSTS, batch=8, context=8 * context)
     assert (engine.step, engine.tpot, engine.batch, engine.prefill_busy) == (bare, bare, 8, 0.0)
+
+
+@pytest.mark.parametrize("key", ["Llama-3.3-70B", "Qwen3-235B-A22B"])
+@pytest.mark.parametrize("batch", [0.3, 1.0, 7.5, 64.0])
+def test_the_engines_inlined_bare_step_is_step_seconds_to_the_last_bit(key: str, batch: float) -> None:
+    # GIVEN a dense and a mixture-of-experts model (whose step reads only the experts its tokens touch)
+    costs = step_costs(model=MODELS[key], instance=P5, tensor_parallel=8, calibration=CAL)
+    # WHEN the engine state is taken at a (possibly fractional) decode batch with no prefill on it
+    state = _state(costs, batch, decode_context=2048.0, local=(), joins=Joins())
+    # THEN its bare step is exactly step_seconds' (a decoding stream always shares the step with itself)
+    seen = max(batch, 1.0)
+    assert state.step == step_seconds(costs, batch=seen, context=seen * 2048.0)
+    assert state.step > 0
 
 
 def test_a_step_that_carries_a_chunk_runs_fewer_decoders_than_a_bare_step() -> None:
