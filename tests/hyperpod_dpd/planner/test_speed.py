@@ -6,11 +6,13 @@ suite is shared, and waiting for a core is not the planner's cost. ``bench/plan_
 
 from __future__ import annotations
 
+import math
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -24,11 +26,30 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "bench"))
 import plan_sweep  # noqa: E402  (the benchmark's own configurations: the test times what `make bench` times)
 
-# In the suite this runs beside the other pytest worker on a 2-core machine, whose load inflates this process's CPU
-# time (measured: the sweep takes 1.42-1.57 s of CPU alone and 2.19-2.36 s beside a busy worker). The target itself
-# (2 s) is what `make bench` enforces (bench/plan_sweep.py exits 1 above it); here a 1.5x margin keeps a regression of
-# more than that visible without failing on the neighbour's load.
-SHARED_CORE_FACTOR = 1.5
+# The machine's own speed is not steady: on the 2-core VM that runs the suite the same sweep took 1.75 s of CPU alone and,
+# twenty minutes later, 3.0 s alone and 3.02 s beside the other pytest workers and the type check. So the suite does
+# not hold the sweep to absolute seconds (`make bench` does: bench/plan_sweep.py exits 1 above 2 s); it times a fixed
+# pure-Python probe (the named tuples, float arithmetic and branches the planner's inner loop is made of) just before
+# each sweep and bounds the sweep at a multiple of it. Measured: 5.7-6.3 probes per sweep, whether the host was fast or
+# slow; the bound is 1.5 times that, so a regression of more than half the planner's cost fails on any machine.
+PROBES_PER_SWEEP = 9.0
+
+
+class _Probe(NamedTuple):
+    a: float
+    b: float
+
+
+def _probe_seconds() -> float:
+    """CPU time of a fixed loop shaped like the planner's inner one (0.5 s on the machine that measured the bound)."""
+    started = time.process_time()
+    total, kept = 0.0, []
+    for i in range(1, 400_001):
+        r = _Probe(math.sqrt(i), i * 1e-3)
+        total += r.a / (1.0 + r.b) if r.a > r.b else r.b
+        if i % 50 == 0:
+            kept.append(total)
+    return time.process_time() - started
 
 
 def test_one_plan_takes_at_most_a_tenth_of_a_second_of_cpu() -> None:
@@ -44,17 +65,18 @@ def test_one_plan_takes_at_most_a_tenth_of_a_second_of_cpu() -> None:
 
 
 @pytest.mark.slow  # a benchmark by intent: it plans the 1,000 configurations twice
-def test_a_thousand_configurations_take_at_most_two_seconds_of_cpu() -> None:
+def test_a_thousand_configurations_cost_at_most_nine_probes_of_cpu() -> None:
     # GIVEN the benchmark's 1,000 configurations (every model, instance type, length and load)
     sweep = plan_sweep.configurations()
-    runs = []
+    ratios = []
     for _ in range(3):  # the best of three runs: a cold cache or a busy neighbour core is not the planner's cost
+        probe = _probe_seconds()
         started = time.process_time()
         planned = sum(plan_sweep.plan_one(key, name, i, o, (users,)) for key, name, i, o, users in sweep)
-        runs.append(time.process_time() - started)
-    # THEN they are planned (or refused as not fitting) within 2 s of CPU
+        ratios.append((time.process_time() - started) / probe)
+    # THEN they are planned (or refused as not fitting) within 1.5 times their measured cost in probes
     assert len(sweep) == 1000 and planned > 800
-    assert min(runs) < plan_sweep.TARGET_SWEEP_S * SHARED_CORE_FACTOR
+    assert min(ratios) < PROBES_PER_SWEEP
 
 
 def test_hpdpd_plan_starts_within_a_second_of_cpu() -> None:
