@@ -21,10 +21,12 @@ def point_dict(point: Point, slo: Slo) -> dict[str, Any]:
     return {
         "ttft_ms": _finite(point.ttft_s * 1e3, 1),
         "ttft_p50_ms": _finite(point.ttft_p50_s * 1e3, 1),
+        "ttft_p95_ms": _finite(point.ttft_p95_s * 1e3, 1),
         "ttft_p99_ms": _finite(point.ttft_p99_s * 1e3, 1),
         "tpot_ms": _finite(point.tpot_s * 1e3, 2),
         "tpot_p50_ms": _finite(point.tpot_p50_s * 1e3, 2),
         "tpot_p99_ms": _finite(point.tpot_p99_s * 1e3, 2),
+        "itl_p50_ms": _finite(point.itl_p50_s * 1e3, 2),
         "e2e_p50_ms": _finite(point.e2e_p50_s * 1e3, 1),
         "e2e_p99_ms": _finite(point.e2e_p99_s * 1e3, 1),
         "output_tokens_per_s": round(point.output_tokens_per_s, 1),

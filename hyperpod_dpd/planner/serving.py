@@ -71,8 +71,19 @@ class Point:
         return self._quantile("ttft", 0.5)
 
     @cached_property
+    def ttft_p95_s(self) -> float:
+        return self._quantile("ttft", 0.95)
+
+    @cached_property
     def ttft_p99_s(self) -> float:
         return self._quantile("ttft", 0.99)
+
+    @property
+    def itl_p50_s(self) -> float:
+        """The median gap between two tokens (a bare decode step unless most steps carry an interruption)."""
+        if self.spread is None:
+            return math.inf if self.saturated else self.tpot_s
+        return self.spread.itl_p50
 
     @cached_property
     def tpot_p50_s(self) -> float:
@@ -129,7 +140,8 @@ class _System:
                        max(0.0, users - 1) * service / servers if closed else math.inf)
                       for w, shift, rho, wait, service, servers in found.ttft_parts)
         spread = Spread(ttft=QueueDelay(parts), outputs=self.outputs,
-                        tpot=engine.stalls.tpot(step=engine.step, tpot=engine.tpot, outputs=self.outputs))
+                        tpot=engine.stalls.tpot(step=engine.step, tpot=engine.tpot, outputs=self.outputs),
+                        itl_p50=engine.stalls.median_gap(step=engine.step, tpot=engine.tpot))
         point = found.point
         return Point(request_rate=rate, concurrency=users, ttft_s=point.ttft_s + waiting, tpot_s=point.tpot_s,
                      output_tokens_per_s=rate * self.mean_output, max_itl_s=point.max_itl_s,

@@ -9,6 +9,9 @@
   chunks, KV joins) while it decodes; its mean time per output token is ``step + sum(stalls) / D``, a compound Poisson
   sum, taken as normal with the compound Poisson mean and variance, floored at one bare step.
 * **End to end**: per output class, normal with the TTFT and decode means and variances added (independent parts).
+* **Inter-token gaps** (ITL): a gap is one bare step, or a step an interruption lengthened. ``rate x TPOT`` of the
+  steps carry one (events per second over steps per second), so while that share is at most a half the median gap is
+  the bare step; above it, the bare step plus the interruptions' mean size.
 
 Quantiles of the mixtures are found by bisection on their CDFs (a few dozen evaluations of ``exp`` or ``erf``).
 """
@@ -126,6 +129,10 @@ class Stalls:
             parts.append((weight, tpot, math.sqrt(max(0.0, variance))))
         return Normals(tuple(parts), floor=step)
 
+    def median_gap(self, *, step: float, tpot: float) -> float:
+        """The median gap between two tokens of a stream (``step``: a bare decode step)."""
+        return step if self.rate * tpot <= 0.5 else step + self.mean_s
+
 
 @dataclass(frozen=True)
 class Spread:
@@ -134,6 +141,7 @@ class Spread:
     ttft: QueueDelay
     tpot: Normals
     outputs: tuple[tuple[int, float], ...]
+    itl_p50: float = 0.0  # the median gap between tokens (Stalls.median_gap)
 
     def e2e(self) -> Normals:
         ttft_mean, ttft_var = self.ttft.mean, self.ttft.variance

@@ -55,3 +55,12 @@ def test_attainment_is_the_share_within_both_slos() -> None:
     assert spread.attainment(None, 0.015) == 0.0
     e2e = spread.e2e()
     assert e2e.quantile(0.5) == pytest.approx(0.2 + 255 * 0.02, rel=1e-6)
+
+
+@pytest.mark.parametrize(("rate", "expected"), [(0.0, 0.010), (20.0, 0.010), (24.0, 0.010), (40.0, 0.010 + 0.150)])
+def test_the_median_gap_is_a_bare_step_until_most_steps_carry_an_interruption(rate: float, expected: float) -> None:
+    # GIVEN a stream whose bare steps take 10 ms and whose mean gap is 20 ms, interrupted at ``rate`` per second by
+    # stalls of 150 ms on average: rate x 20 ms of its steps carry one (0, 40%, 48%, 80%)
+    stalls = Stalls(rate=rate, mean_s=0.150, second_s2=0.150**2)
+    # THEN the median gap is the bare step while at most half the steps are interrupted, else the stalled step
+    assert stalls.median_gap(step=0.010, tpot=0.020) == pytest.approx(expected)
