@@ -4,11 +4,15 @@ Rows marked ``calibration`` fixed a constant (their error is near zero by constr
 out of every fit, so their errors are the model's real errors. Sources: ``hyperpod_dpd.planner.measurements``.
 
 Usage: .venv/bin/python bench/calibration.py   (``make bench`` runs it)
+       .venv/bin/python bench/calibration.py --commands   (each row's ``hpdpd plan`` flags and the JSON value read)
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
+
+import commands
 
 from hyperpod_dpd.planner.measurements import Row, rows
 
@@ -23,7 +27,18 @@ def _error(row: Row) -> str:
     return f"{error:+.1f} pp" if unit == "%" else f"{error:+.0%}"
 
 
+def _commands() -> int:
+    keys = [r.measurement.key for r in rows()]
+    for key, command in commands.commands(keys).items():
+        print(f"{key}\n  {command.line()}\n  reads {command.reads}")
+    print(f"\n{commands.CALIBRATION_FILE} (the Mooncake rows' --calibration file):\n"
+          f"{commands.calibration_yaml(commands.MOONCAKE_CONSTANTS)}", end="")
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--commands"]:
+        return _commands()
     table = rows()
     width = max(len(r.measurement.what) for r in table)
     source = max(len(r.measurement.source) for r in table)

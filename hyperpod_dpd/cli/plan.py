@@ -59,6 +59,10 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
                         "the better of one replica per node and the smallest TP that fits)")
     parser.add_argument("--colocated-replicas", metavar="N", help="colocated replicas on the baseline nodes (default: "
                         "as many as the baseline's GPUs hold at that TP)")
+    parser.add_argument("--routing-threshold", metavar="TOKENS", help="the router's threshold as deployed: prompts "
+                        "of at least this many tokens are disaggregated, shorter ones go straight to the decoder; 0 "
+                        "disaggregates every prompt (default: chosen from the workload, 4096 unless another clearly "
+                        "serves more)")
     parser.add_argument("--max-num-seqs", metavar="N", help="vLLM --max-num-seqs: requests one engine runs at once "
                         "(default 1024, vLLM's for >= 70 GiB GPUs)")
     parser.add_argument("--max-num-batched-tokens", metavar="N", help="vLLM --max-num-batched-tokens: the chunked "
@@ -113,6 +117,15 @@ def _positive_int(flag: str, value: str | None) -> int | None:
     if number < 1:
         raise _fail(flag, value, "must be at least 1")
     return number
+
+
+def _count(flag: str, value: str | None) -> int | None:
+    """A whole number of at least 0 (tokens), or None when the flag is absent."""
+    if value is None:
+        return None
+    if value.strip().isdigit():
+        return int(value)
+    raise _fail(flag, value, "must be a whole number of at least 0")
 
 
 def _fraction(flag: str, value: str | None) -> float:
@@ -367,6 +380,7 @@ def run(args: argparse.Namespace) -> int:
                      prefill_per_node=_positive_int("--prefill-per-node", args.prefill_per_node),
                      decode_per_node=_positive_int("--decode-per-node", args.decode_per_node),
                      decode_nodes=decode, baseline_nodes=baseline,
+                     routing_threshold=_count("--routing-threshold", args.routing_threshold),
                      weight_dtype=_dtype("--dtype", args.dtype, chosen_instance),
                      kv_dtype=_dtype("--kv-dtype", args.kv_dtype, chosen_instance), max_model_len=max_len, slo=slo,
                      sweep=sweep, prices=target.prices if target is not None else None, capacity=capacity)

@@ -24,7 +24,7 @@ from hyperpod_dpd.planner.precision import served
 from hyperpod_dpd.planner.recommend import PlanError
 from hyperpod_dpd.planner.serving import Point
 from hyperpod_dpd.planner.systems import Planner, colocated_layout, pd_buffer, prefill_busy, prefill_pool
-from hyperpod_dpd.planner.threshold import Candidate, choose
+from hyperpod_dpd.planner.threshold import Candidate, Choice, choose
 from hyperpod_dpd.planner.verdict import OperatingPoint, Slo, Verdict, operating_point, verdict
 from hyperpod_dpd.planner.workload import Workload
 
@@ -107,13 +107,16 @@ def make_plan(*, model: ModelSpec, instance: InstanceSpec, workload: Workload, p
               prices: Mapping[str, float] | None = None, capacity: Capacity | None = None,
               prefill_tp: int | None = None, decode_tp: int | None = None, colocated_tp: int | None = None,
               colocated_replicas: int | None = None, mode: str = "both", prefill_per_node: int | None = None,
-              decode_per_node: int | None = None) -> Plan:
+              decode_per_node: int | None = None, routing_threshold: int | None = None) -> Plan:
     """Recommend a DPD layout for ``workload`` and predict it against colocated serving on the same node count.
 
     The recommended prefill replicas are the ones the predictions and the verdict use: ``prefill_nodes`` when given,
-    else the sizing's, within ``capacity`` when an environment is given."""
+    else the sizing's, within ``capacity`` when an environment is given. ``routing_threshold`` plans the router's
+    threshold as given (prompts of at least that many tokens disaggregate; 0: every prompt) instead of choosing it."""
     if not instance.is_gpu:
         raise PlanError(f"{instance.name} has no GPUs; plan on a DPD GPU instance type")
+    if routing_threshold is not None and routing_threshold < 0:
+        raise PlanError(f"routing threshold must be at least 0 tokens, got {routing_threshold}")
     for name, value in (("prefill nodes", prefill_nodes), ("decode nodes", decode_nodes),
                         ("baseline nodes", baseline_nodes)):
         if value is not None and value < 1:
@@ -188,7 +191,12 @@ def make_plan(*, model: ModelSpec, instance: InstanceSpec, workload: Workload, p
                          point.saturated)
 
     lengths = sorted(n for n, _ in workload.inputs.points)
-    choice = choose(lengths, DEFAULT_ROUTING_THRESHOLD, score, load_label=load_label)
+    if routing_threshold is None:
+        choice = choose(lengths, DEFAULT_ROUTING_THRESHOLD, score, load_label=load_label)
+    else:
+        given = score(routing_threshold)
+        choice = Choice(given, (given,), (f"routing_threshold {routing_threshold:,} as given: {given.remote_share:.0%} "
+                                          "of prompts disaggregate",))
     threshold = choice.chosen.threshold
     final = ratios[threshold]
     prefill = prefill_nodes or within(final.value)

@@ -243,6 +243,8 @@ BAD_INPUT = {
     "both models": (["--model-config", "x.json"], "--model-config: 'x.json': give either --model or --model-config"),
     "unknown connector": (["--kv-connector", "rdma"], "--kv-connector: 'rdma': must be one of lmcache, nixl"),
     "unknown mode": (["--mode", "mixed"], "--mode: 'mixed': must be one of both, colocated, disaggregated"),
+    "negative threshold": (["--routing-threshold", "-1"],
+                           "--routing-threshold: '-1': must be a whole number of at least 0"),
 }
 
 

@@ -173,3 +173,19 @@ def test_a_price_override_replaces_the_catalogue() -> None:
     assert plan.cost is not None and plan.cost.price.usd_per_hour == 40.0
     assert plan.cost.colocated.usd_per_hour == 40.0 * plan.layout.baseline_nodes
     assert plan.cost.price.basis == "environment override"
+
+
+@pytest.mark.parametrize(("threshold", "share"), [(0, 1.0), (3000, 0.25), (20000, 0.0)])
+def test_a_given_routing_threshold_is_the_one_planned(threshold: int, share: float) -> None:
+    # GIVEN a mix of 2,048- and 8,192-token prompts (3:1) and the router's threshold as deployed
+    plan = _plan("Llama-3.3-70B", "2048:3,8192:1", "256", (16,), prefill_nodes=1, routing_threshold=threshold)
+    # THEN the plan uses that threshold alone: the prompts at or above it disaggregate, no other is scored
+    assert plan.recommendation.routing_threshold == threshold
+    assert [c.threshold for c in plan.recommendation.threshold_candidates] == [threshold]
+    assert plan.recommendation.threshold_candidates[0].remote_share == pytest.approx(share)
+    assert any("as given" in reason for reason in plan.recommendation.reasons)
+
+
+def test_a_negative_routing_threshold_is_refused() -> None:
+    with pytest.raises(PlanError, match="routing threshold must be at least 0 tokens, got -1"):
+        _plan("Llama-3.1-8B", "512", "256", (8,), routing_threshold=-1)
