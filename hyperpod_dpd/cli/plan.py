@@ -16,6 +16,7 @@ from hyperpod_dpd.catalogue.models import MODELS, ModelSpec, model
 from hyperpod_dpd.catalogue.operator import MAX_DECODE_REPLICAS
 from hyperpod_dpd.cli.output import print_json
 from hyperpod_dpd.cli.plan_report import print_report
+from hyperpod_dpd.cli.plan_values import choice, count, fail, fraction, milliseconds, positive_int, required
 from hyperpod_dpd.errors import MISSING, ConfigError
 
 GIB = 1024**3
@@ -96,62 +97,6 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.set_defaults(func=run)
 
 
-def _fail(flag: str, value: Any, message: str) -> ConfigError:
-    return ConfigError.single(None, flag, value, message)
-
-
-def _required(args: argparse.Namespace, attribute: str) -> str:
-    value = getattr(args, attribute)
-    if value is None or not str(value).strip():
-        raise _fail("--" + attribute.replace("_", "-"), MISSING if value is None else value, "is required")
-    return str(value)
-
-
-def _positive_int(flag: str, value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise _fail(flag, value, "must be a whole number") from None
-    if number < 1:
-        raise _fail(flag, value, "must be at least 1")
-    return number
-
-
-def _count(flag: str, value: str | None) -> int | None:
-    """A whole number of at least 0 (tokens), or None when the flag is absent."""
-    if value is None:
-        return None
-    if value.strip().isdigit():
-        return int(value)
-    raise _fail(flag, value, "must be a whole number of at least 0")
-
-
-def _fraction(flag: str, value: str | None) -> float:
-    if value is None:
-        return 0.0
-    try:
-        number = float(value)
-    except ValueError:
-        raise _fail(flag, value, "must be a number from 0 to 0.99") from None
-    if not 0.0 <= number < 1.0:
-        raise _fail(flag, value, "must be at least 0 and below 1")
-    return number
-
-
-def _milliseconds(flag: str, value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        raise _fail(flag, value, "must be a number of milliseconds") from None
-    if not number > 0 or number == float("inf"):
-        raise _fail(flag, value, "must be a positive number of milliseconds")
-    return number / 1e3
-
-
 def _dtype(flag: str, value: str | None, instance: InstanceSpec) -> str:
     from hyperpod_dpd.planner.precision import precision_problem
 
@@ -160,7 +105,7 @@ def _dtype(flag: str, value: str | None, instance: InstanceSpec) -> str:
     text = value.strip().lower()
     problem = precision_problem(instance, text)
     if problem:
-        raise _fail(flag, value, problem)
+        raise fail(flag, value, problem)
     return text
 
 
@@ -168,27 +113,19 @@ def _model(text: str) -> ModelSpec:
     try:
         return model(text)
     except KeyError:
-        raise _fail("--model", text, f"unknown model; known: {', '.join(MODELS)}") from None
-
-
-def _choice(flag: str, value: str | None, allowed: tuple[str, ...], default: str) -> str:
-    if value is None:
-        return default
-    if value.strip().lower() not in allowed:
-        raise _fail(flag, value, f"must be one of {', '.join(allowed)}")
-    return value.strip().lower()
+        raise fail("--model", text, f"unknown model; known: {', '.join(MODELS)}") from None
 
 
 def _chosen_model(args: argparse.Namespace) -> ModelSpec:
     if args.model_config is not None:
         if args.model is not None:
-            raise _fail("--model-config", args.model_config, "give either --model or --model-config, not both")
+            raise fail("--model-config", args.model_config, "give either --model or --model-config, not both")
         from hyperpod_dpd.planner.hf_config import load_model_config
 
         return load_model_config(Path(args.model_config))
     if args.model is None:  # either flag names the model: the line says both, and what --model takes
-        raise _fail("--model", MISSING, f"is required (or --model-config FILE): one of {', '.join(MODELS)}")
-    return _model(_required(args, "model"))
+        raise fail("--model", MISSING, f"is required (or --model-config FILE): one of {', '.join(MODELS)}")
+    return _model(required(args, "model"))
 
 
 # vLLM / LMCache settings a benchmark publishes: flag, calibration field, upper bound (a sanity limit, not vLLM's)
@@ -199,22 +136,22 @@ _ENGINE_FLAGS = (("--max-num-seqs", "max_num_seqs", 1 << 16), ("--max-num-batche
 def _engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
     from hyperpod_dpd.planner.calibration import DYNAMO_NIXL
 
-    connector = _choice("--kv-connector", args.kv_connector, CONNECTORS, "lmcache")
+    connector = choice("--kv-connector", args.kv_connector, CONNECTORS, "lmcache")
     out: dict[str, Any] = dict(DYNAMO_NIXL) if connector == "nixl" else {}
     for flag, field, limit in _ENGINE_FLAGS:
-        value = _positive_int(flag, getattr(args, flag[2:].replace("-", "_")))
+        value = positive_int(flag, getattr(args, flag[2:].replace("-", "_")))
         if value is not None:
             if value > limit:
-                raise _fail(flag, value, f"must be at most {limit:,}")
+                raise fail(flag, value, f"must be at most {limit:,}")
             out[field] = value
     return out
 
 
 def _instance(text: str) -> InstanceSpec:
     if text not in INSTANCE_TYPES:
-        raise _fail("--instance", text, f"unknown instance type; DPD types: {', '.join(DPD_INSTANCE_TYPES)}")
+        raise fail("--instance", text, f"unknown instance type; DPD types: {', '.join(DPD_INSTANCE_TYPES)}")
     if text not in DPD_INSTANCE_TYPES:
-        raise _fail("--instance", text, f"is not a DPD GPU type; DPD types: {', '.join(DPD_INSTANCE_TYPES)}")
+        raise fail("--instance", text, f"is not a DPD GPU type; DPD types: {', '.join(DPD_INSTANCE_TYPES)}")
     return DPD_INSTANCE_TYPES[text]
 
 
@@ -224,26 +161,26 @@ def _workload(args: argparse.Namespace) -> Any:
     lengths = {}
     for attribute in ("input_tokens", "output_tokens"):
         flag = "--" + attribute.replace("_", "-")
-        text = _required(args, attribute)
+        text = required(args, attribute)
         try:
             lengths[attribute] = LengthDistribution.parse(text)
         except ValueError as exc:
-            raise _fail(flag, text, str(exc)) from None
+            raise fail(flag, text, str(exc)) from None
     if lengths["output_tokens"].points[0][0] < 2:
-        raise _fail("--output-tokens", args.output_tokens,
+        raise fail("--output-tokens", args.output_tokens,
                     "output lengths must be at least 2 tokens: TPOT is the time between output tokens")
-    hit = _fraction("--prefix-hit-rate", args.prefix_hit_rate)
+    hit = fraction("--prefix-hit-rate", args.prefix_hit_rate)
     concurrency = args.concurrency
-    offline = _positive_int("--offline", args.offline)
+    offline = positive_int("--offline", args.offline)
     if offline is not None:
         if args.concurrency is not None or args.request_rate is not None:
-            raise _fail("--offline", args.offline, "give only one of --offline, --concurrency or --request-rate")
+            raise fail("--offline", args.offline, "give only one of --offline, --concurrency or --request-rate")
         return Workload(inputs=lengths["input_tokens"], outputs=lengths["output_tokens"], concurrency=(offline,),
                         prefix_hit_rate=hit, offline=True)
     if concurrency is None and args.request_rate is None and (args.sweep or args.plot):
         concurrency = args.sweep or DEFAULT_SWEEP  # a sweep alone is the loads to plan at
     if (concurrency is None) == (args.request_rate is None):
-        raise _fail("--concurrency", args.concurrency, "give exactly one of --concurrency or --request-rate")
+        raise fail("--concurrency", args.concurrency, "give exactly one of --concurrency or --request-rate")
     try:
         if concurrency is not None:
             return Workload(inputs=lengths["input_tokens"], outputs=lengths["output_tokens"],
@@ -253,7 +190,7 @@ def _workload(args: argparse.Namespace) -> Any:
     except ValueError as exc:
         flag, value = (("--concurrency", args.concurrency) if args.concurrency is not None
                        else ("--request-rate", args.request_rate))
-        raise _fail(flag, value, str(exc)) from None
+        raise fail(flag, value, str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -317,7 +254,7 @@ def _sweep(args: argparse.Namespace, workload: Any) -> tuple[float, ...]:
     try:
         return tuple(float(v) for v in (parse_counts(text) if workload.closed_loop else parse_rates(text)))
     except ValueError as exc:
-        raise _fail("--sweep", args.sweep, str(exc)) from None
+        raise fail("--sweep", args.sweep, str(exc)) from None
 
 
 def _plot_path(value: str | None) -> Path | None:
@@ -325,13 +262,13 @@ def _plot_path(value: str | None) -> Path | None:
         return None
     plot = Path(value)
     if plot.suffix.lower() not in PLOT_FORMATS:
-        raise _fail("--plot", value, "must be a .png or .svg file name")
+        raise fail("--plot", value, "must be a .png or .svg file name")
     if not plot.parent.is_dir():
-        raise _fail("--plot", value, f"directory {plot.parent} does not exist")
+        raise fail("--plot", value, f"directory {plot.parent} does not exist")
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
-        raise _fail("--plot", value, "needs matplotlib: pip install 'hyperpod-dpd[plot]'")
+        raise fail("--plot", value, "needs matplotlib: pip install 'hyperpod-dpd[plot]'")
     return plot
 
 
@@ -347,20 +284,20 @@ def run(args: argparse.Namespace) -> int:
         from hyperpod_dpd.planner.user_calibration import load_calibration
 
         calibration = load_calibration(Path(args.calibration)).apply(calibration)
-    prefill = _positive_int("--prefill-nodes", args.prefill_nodes)
-    decode = _positive_int("--decode-nodes", args.decode_nodes)
-    baseline = _positive_int("--baseline-nodes", args.baseline_nodes)
-    max_len = _positive_int("--max-model-len", args.max_model_len)
+    prefill = positive_int("--prefill-nodes", args.prefill_nodes)
+    decode = positive_int("--decode-nodes", args.decode_nodes)
+    baseline = positive_int("--baseline-nodes", args.baseline_nodes)
+    max_len = positive_int("--max-model-len", args.max_model_len)
     workload = _workload(args)
-    slo = Slo(ttft_s=_milliseconds("--ttft-slo-ms", args.ttft_slo_ms),
-              tpot_s=_milliseconds("--tpot-slo-ms", args.tpot_slo_ms))
+    slo = Slo(ttft_s=milliseconds("--ttft-slo-ms", args.ttft_slo_ms),
+              tpot_s=milliseconds("--tpot-slo-ms", args.tpot_slo_ms))
     plot = _plot_path(args.plot)
     sweep = _sweep(args, workload)
     target = None
     instance_text = args.instance
     if args.env:
         target, instance_text = _environment(args.env, instance_text, args.config_dir)
-    chosen_instance = _instance(instance_text if instance_text is not None else _required(args, "instance"))
+    chosen_instance = _instance(instance_text if instance_text is not None else required(args, "instance"))
     capacity = None
     if target is not None:
         # the recommendation is sized within the environment's groups; explicit node counts beyond them are
@@ -372,15 +309,15 @@ def run(args: argparse.Namespace) -> int:
         if decode is None:
             decode = min(target.decode_nodes, MAX_DECODE_REPLICAS)
     plan = make_plan(model=chosen_model, instance=chosen_instance, workload=workload, prefill_nodes=prefill,
-                     mode=_choice("--mode", args.mode, MODES, "both"), calibration=calibration,
-                     prefill_tp=_positive_int("--prefill-tp", args.prefill_tp),
-                     decode_tp=_positive_int("--decode-tp", args.decode_tp),
-                     colocated_tp=_positive_int("--colocated-tp", args.colocated_tp),
-                     colocated_replicas=_positive_int("--colocated-replicas", args.colocated_replicas),
-                     prefill_per_node=_positive_int("--prefill-per-node", args.prefill_per_node),
-                     decode_per_node=_positive_int("--decode-per-node", args.decode_per_node),
+                     mode=choice("--mode", args.mode, MODES, "both"), calibration=calibration,
+                     prefill_tp=positive_int("--prefill-tp", args.prefill_tp),
+                     decode_tp=positive_int("--decode-tp", args.decode_tp),
+                     colocated_tp=positive_int("--colocated-tp", args.colocated_tp),
+                     colocated_replicas=positive_int("--colocated-replicas", args.colocated_replicas),
+                     prefill_per_node=positive_int("--prefill-per-node", args.prefill_per_node),
+                     decode_per_node=positive_int("--decode-per-node", args.decode_per_node),
                      decode_nodes=decode, baseline_nodes=baseline,
-                     routing_threshold=_count("--routing-threshold", args.routing_threshold),
+                     routing_threshold=count("--routing-threshold", args.routing_threshold),
                      weight_dtype=_dtype("--dtype", args.dtype, chosen_instance),
                      kv_dtype=_dtype("--kv-dtype", args.kv_dtype, chosen_instance), max_model_len=max_len, slo=slo,
                      sweep=sweep, prices=target.prices if target is not None else None, capacity=capacity)
