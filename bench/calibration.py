@@ -31,8 +31,8 @@ def _commands() -> int:
     keys = [r.measurement.key for r in rows()]
     for key, command in commands.commands(keys).items():
         print(f"{key}\n  {command.line()}\n  reads {command.reads}")
-    print(f"\n{commands.CALIBRATION_FILE} (the Mooncake rows' --calibration file):\n"
-          f"{commands.calibration_yaml(commands.MOONCAKE_CONSTANTS)}", end="")
+    for name, constants in commands.PROFILES.items():
+        print(f"\n{name} (a --calibration file above):\n{commands.calibration_yaml(constants)}", end="")
     return 0
 
 

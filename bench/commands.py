@@ -13,14 +13,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperpod_dpd.planner import published
-from hyperpod_dpd.planner.calibration import MOONCAKE_EFA
+from hyperpod_dpd.planner.calibration import MOONCAKE_EFA, SGLANG
 from hyperpod_dpd.planner.measurements import OFFLINE_IN_FLIGHT, UNLOADED
 
 Json = Mapping[str, Any]
-CALIBRATION_FILE = "mooncake-efa.yaml"  # the placeholder a command's --calibration names
-# What the Mooncake rows change (calibration.MOONCAKE_EFA), as a --calibration file's constants with their source
-MOONCAKE_CONSTANTS = {name: (value, f"{published.MOONCAKE}, p5en.48xlarge block_size sweep")
-                      for name, value in MOONCAKE_EFA.items()}
+# The --calibration files the commands name (placeholders), with their constants and sources: what the Mooncake rows
+# change (calibration.MOONCAKE_EFA) and SGLang's per-request cost (calibration.SGLANG)
+PROFILES: dict[str, dict[str, tuple[float, str]]] = {
+    "mooncake-efa.yaml": {name: (value, f"{published.MOONCAKE}, p5en.48xlarge block_size sweep")
+                          for name, value in MOONCAKE_EFA.items()},
+    "sglang.yaml": {name: (value, f"{published.DATACRUNCH}, Llama-3.3-70B TP4 median TTFT at 1 request/s")
+                    for name, value in SGLANG.items()},
+}
 _INSTANCES = {"H100": "ml.p5.48xlarge", "H200": "ml.p5e.48xlarge", "B200": "ml.p6-b200.48xlarge"}
 # Llama-3.1-8B at TP1 keeps 4 KiB of KV per token and layer: a connector block of n tokens is one n x 4 KiB write
 _KV_BYTES_PER_TOKEN_AND_LAYER = 4096
@@ -33,7 +37,7 @@ class Command:
     argv: tuple[str, ...]
     reads: str
     value: Callable[[Json], float] = field(repr=False, compare=False)
-    calibration: Mapping[str, tuple[float, str]] | None = None  # constants of the --calibration file, if any
+    profile: str = ""  # the PROFILES file its --calibration names, if any
 
     def line(self) -> str:
         return "hpdpd " + " ".join(self.argv) + " --output json"
@@ -118,9 +122,9 @@ def _fabric_commands() -> dict[str, Command]:
     for link in published.RDMA:
         key = f"mooncake-{link.instance.split('.')[1]}-{link.block // 1024}k"
         argv = (*plan(link.instance, block_size=link.block // _KV_BYTES_PER_TOKEN_AND_LAYER),
-                "--calibration", CALIBRATION_FILE)
+                "--calibration", "mooncake-efa.yaml")
         # one GPU's share; the published figure is the node's 8 GPUs writing at once
-        out[key] = Command(argv, *_top("efa_effective_gbytes_per_s", 8, "GB/s, 8 GPUs"), MOONCAKE_CONSTANTS)
+        out[key] = Command(argv, *_top("efa_effective_gbytes_per_s", 8, "GB/s, 8 GPUs"), "mooncake-efa.yaml")
     return out
 
 
@@ -145,9 +149,9 @@ def _engine_commands() -> dict[str, Command]:
         tag = "" if o.model == "Llama-3.3-70B" else f"{o.model.lower()}-"
         argv = _args(model=o.model, instance="ml.p5e.48xlarge", input_tokens=uniform, output_tokens=uniform,
                      request_rate=f"{o.rate:g}", colocated_tp=o.tp, colocated_replicas=1, baseline_nodes=1,
-                     mode="colocated")
-        out[f"datacrunch-{tag}ttft-r{o.rate:g}"] = Command(argv, *_point("colocated", "ttft_p50_ms"))
-        out[f"datacrunch-{tag}itl-r{o.rate:g}"] = Command(argv, *_point("colocated", "itl_p50_ms"))
+                     mode="colocated", calibration="sglang.yaml")
+        out[f"datacrunch-{tag}ttft-r{o.rate:g}"] = Command(argv, *_point("colocated", "ttft_p50_ms"), "sglang.yaml")
+        out[f"datacrunch-{tag}itl-r{o.rate:g}"] = Command(argv, *_point("colocated", "itl_p50_ms"), "sglang.yaml")
     return out
 
 

@@ -46,6 +46,12 @@ class Calibration:
     # TensorRT-LLM throughput P90 from 26% to 37%: the step overhead of one engine on one GPU does not carry, so it
     # stays 0 and inside hbm_efficiency (docs/planner.md, "Calibration").
     step_overhead_s: float = 0.0
+    # Assumed 0 for vLLM V1: a per-request latency outside the engine's steps (HTTP, tokenization, the hops between
+    # the API server, the scheduler and the detokenizer), added to TTFT and end-to-end latency but to no step.
+    # Dynamo's unqueued 173 ms at 8,000 tokens on one H100 is already 80% of the dense BF16 peak, so vLLM V1 at TP1
+    # leaves no room for one. Engines with one: SGLang (``SGLANG``, fitted) and vLLM V0 at TP4 (nightly serving
+    # tests of 2024: median TTFT at 1 request/s alike on H100 and H200, docs/planner.md).
+    request_overhead_s: float = 0.0
     # Calibrated (a lower bound): RDMA writes each EFA interface completes per second on the NIXL path, whatever
     # their size; small messages are bound by it, large ones by bandwidth. Dynamo's 210 ms disaggregated TTFT
     # (ai-dynamo/dynamo docs/kubernetes/disagg-communication-guide.md) moved 1.05 GB of Llama-3.1-8B KV in 16-token
@@ -124,6 +130,7 @@ _NOTES: Mapping[str, str] = MappingProxyType({
     "transfer_efficiency": "measured: nixlbench 341 of 400 Gbit/s (85% of line rate); TransferEngine line rate on EFA",
     "overlap_loss": "calibrated: TensorRT-LLM offline Llama-3.1-8B FP8 ISL 128 / OSL 2048 on H200, 26,221 tok/s",
     "step_overhead_s": "assumed: 0; a fit on vLLM's H200 latency test (1.2 ms) worsens the held-out H100 rows",
+    "request_overhead_s": "assumed: 0 for vLLM V1 (Dynamo's unqueued 8k TTFT leaves no room for one)",
     "efa_messages_per_s_per_interface": "calibrated lower bound: Dynamo ISL 8000 disaggregated TTFT 210 ms, 64 KiB blocks",
     "transfer_fixed_s": "calibrated: Dynamo unqueued TTFT 173 ms aggregated vs 210 ms disaggregated",
     "transfer_layerwise": "documented (code): LMCache's PD send is not layer-wise (it runs in wait_for_save)",
@@ -154,3 +161,10 @@ DYNAMO_NIXL = {"connector_block_tokens": 16, "pd_buffer_copies": 0, "transfer_la
 # over 16 interfaces (97.11e9 / 65,536 / 16 = 92,600 messages per second each; calibration) and 2 MiB blocks
 # 366.87 of 400 GB/s (0.917 of line rate; calibration). The 128 KiB to 1 MiB rows and p5 are held out.
 MOONCAKE_EFA = {"efa_messages_per_s_per_interface": 97.11e9 / 65_536 / 16, "transfer_efficiency": 366.87 / 400}
+
+# SGLang's open-loop H200 runs (``published.ONLINE``, datacrunch-research/h200-benchmarks @c091ef53): its median TTFT
+# carries a per-request cost the engine's steps do not, 35.5 ms, fitted on Llama-3.3-70B TP4 at 1 request/s (85.7 ms
+# measured, 50.2 ms of steps and waiting; calibration). Its 2 and 4 requests/s runs and Llama-3.1-405B TP8 at 1 and
+# 2 requests/s are held out. SGLang's request path crosses three processes (tokenizer manager, scheduler,
+# detokenizer, over ZMQ) and, at these TPs, each TP rank's scheduler.
+SGLANG = {"request_overhead_s": 0.0355}

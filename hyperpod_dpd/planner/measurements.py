@@ -29,7 +29,7 @@ from functools import cache, partial
 from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner import published
-from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION, DYNAMO_NIXL, MOONCAKE_EFA, Calibration
+from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION, DYNAMO_NIXL, MOONCAKE_EFA, SGLANG, Calibration
 from hyperpod_dpd.planner.formulas import efa_bytes_per_s, rank_line_rate, rdma_rank_bytes_per_s
 from hyperpod_dpd.planner.serving import Colocated, Disaggregated, Point
 from hyperpod_dpd.planner.workload import LengthDistribution, Workload
@@ -125,7 +125,7 @@ _UNIFORM_1024 = LengthDistribution.weighted([(64 + 128 * i, 1.0) for i in range(
 def _online(row: published.Online, calibration: Calibration) -> Point:
     workload = Workload(inputs=_UNIFORM_1024, outputs=_UNIFORM_1024, request_rates=(row.rate,))
     return Colocated(model=MODELS[row.model], instance=P5E, tensor_parallel=row.tp, nodes=1, workload=workload,
-                     calibration=calibration).at_rate(row.rate)
+                     calibration=calibration.with_overrides(**SGLANG)).at_rate(row.rate)
 
 
 def _median_ttft(row: published.Online, calibration: Calibration) -> float:
@@ -150,9 +150,10 @@ def _serving_rows() -> tuple[tuple[Measurement, Callable[[Calibration], float]],
         # the 70B rows keep their first keys; other models name themselves
         tag = "" if o.model == "Llama-3.3-70B" else f"{o.model.lower()}-"
         source = f"{published.DATACRUNCH} H200 TP{o.tp} {o.model} BF16"
+        fitted = o.role == "calibration"
         out.append((Measurement(f"datacrunch-{tag}ttft-r{rate}", source,
                                 f"uniform 1-1024 in / out, {rate} req/s Poisson: median TTFT", o.ttft_ms, "ms",
-                                "held-out", gpu="H200", metric="ttft"),
+                                o.role, "request_overhead_s (SGLANG)" if fitted else "", gpu="H200", metric="ttft"),
                     partial(_median_ttft, o)))
         out.append((Measurement(f"datacrunch-{tag}itl-r{rate}", source,
                                 f"uniform 1-1024 in / out, {rate} req/s Poisson: median ITL", o.itl_ms, "ms",

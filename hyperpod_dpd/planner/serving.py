@@ -235,6 +235,7 @@ class Colocated(_System):
         self.slots = _scheduler_slots(self.kv_slots, workload, calibration)
         self.weights = tuple(p for _, p in workload.inputs.points)
         self.classes = _local_classes(workload, calibration, workload.inputs.points)
+        self.overhead = calibration.request_overhead_s
         self.decode_context = workload.decode_context
         self.mean_output = workload.outputs.mean
         self.outputs = workload.outputs.points
@@ -255,7 +256,7 @@ class Colocated(_System):
         boundary = _boundary(engine)
         rho = engine.prefill_busy
         mean_service = sum(p * s for p, s in zip(self.weights, engine.local_services, strict=True))
-        parts = tuple((p, boundary + s, rho, engine.local_wait, mean_service, self.nodes)
+        parts = tuple((p, boundary + s + self.overhead, rho, engine.local_wait, mean_service, self.nodes)
                       for p, s in zip(self.weights, engine.local_services, strict=True))
         ttft = sum(part[0] * (part[1] + part[3]) for part in parts)
         return _Eval(_point(rate, ttft, engine, self.mean_output, rho), parts, engine)
@@ -286,6 +287,7 @@ class Disaggregated(_System):
         remote = tuple((n, p) for n, p in workload.inputs.points if n >= threshold)
         self.remote_share = sum(p for _, p in remote)
         self.fixed_s = calibration.transfer_fixed_s
+        self.overhead = calibration.request_overhead_s
         rows = []
         for n, p in remote:
             service = prefill_seconds(prefill_costs, tokens=n, chunk_tokens=calibration.chunk_tokens,
@@ -338,10 +340,12 @@ class Disaggregated(_System):
         local_share = 1.0 - self.remote_share
         local_service = (sum(p * s for (_, p), s in zip(self.local_weights, engine.local_services, strict=True))
                          / local_share if local_share > 0 else 0.0)
-        parts = [(p, boundary + s, engine.prefill_busy, engine.local_wait, local_service * local_share, self.decode)
+        parts = [(p, boundary + s + self.overhead, engine.prefill_busy, engine.local_wait, local_service * local_share,
+                  self.decode)
                  for (_, p), s in zip(self.local_weights, engine.local_services, strict=True)]
         for p, service, _, exposed, _ in self.remote:
-            parts.append((p, service + exposed + self.fixed_s + buffer_wait + boundary + engine.step, busy, wait,
+            parts.append((p, service + exposed + self.fixed_s + buffer_wait + boundary + engine.step + self.overhead,
+                          busy, wait,
                           self.service, self.prefill))
         ttft = sum(part[0] * (part[1] + part[3]) for part in parts)
         return _Eval(_point(rate, ttft, engine, self.mean_output, max(busy, engine.prefill_busy)), tuple(parts),

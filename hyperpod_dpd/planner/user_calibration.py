@@ -72,6 +72,7 @@ OVERRIDABLE: dict[str, Bound] = {
     "nvlink_efficiency": _SHARE,
     "overlap_loss": Bound("float", 0.0, 1.0, unit="share of the shorter of HBM and compute time"),
     "step_overhead_s": Bound("float", 0.0, 0.1, unit="seconds per engine step"),
+    "request_overhead_s": Bound("float", 0.0, 10.0, unit="seconds per request outside the engine's steps"),
     "allreduce_latency_s": Bound("float", 0.0, 0.01, unit="seconds per all-reduce"),
     "efa_messages_per_s_per_interface": Bound("float", 0.0, 1e9, low_open=True, unit="RDMA writes per second"),
     "transfer_fixed_s": Bound("float", 0.0, 10.0, unit="seconds per disaggregated request"),

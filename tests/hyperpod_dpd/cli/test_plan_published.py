@@ -28,10 +28,14 @@ COMMANDS = published_commands.commands(list(TABLE))
 
 
 @pytest.fixture(scope="module")
-def calibration_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("published") / published_commands.CALIBRATION_FILE
-    path.write_text(published_commands.calibration_yaml(published_commands.MOONCAKE_CONSTANTS))
-    return path
+def profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Each --calibration file the commands name, written out: placeholder -> path."""
+    folder = tmp_path_factory.mktemp("published")
+    out = {}
+    for name, constants in published_commands.PROFILES.items():
+        (folder / name).write_text(published_commands.calibration_yaml(constants))
+        out[name] = str(folder / name)
+    return out
 
 
 @cache
@@ -51,10 +55,11 @@ def test_every_row_of_the_table_has_a_command() -> None:
 
 
 @pytest.mark.parametrize("key", sorted(COMMANDS))
-def test_the_command_reproduces_the_tables_prediction(key: str, calibration_file: Path) -> None:
-    # GIVEN the row's published setup as hpdpd plan flags
+def test_the_command_reproduces_the_tables_prediction(key: str, profiles: dict[str, str]) -> None:
+    # GIVEN the row's published setup as hpdpd plan flags (with the --calibration file of its engine or fabric)
     command = COMMANDS[key]
-    argv = tuple(str(calibration_file) if a == published_commands.CALIBRATION_FILE else a for a in command.argv)
+    argv = tuple(profiles.get(a, a) for a in command.argv)
+    assert (command.profile in command.argv) if command.profile else "--calibration" not in command.argv
     # WHEN the CLI plans it as JSON
     data = _run(argv)
     # THEN the value the command names is the table's prediction, to the JSON's rounding

@@ -31,8 +31,6 @@ def _p90(values: list[float]) -> float:
 MISSES = {
     ("H100", "ttft"): "measured median 12%, P90 41% over 6 points (Dynamo aggregated P95 TTFT -41%: the measured "
                       "P95 exceeds 10 users x one 8k prefill, more than any FCFS prefill queue gives)",
-    ("H200", "ttft"): "measured median 41%, P90 48% over 5 points (SGLang median TTFT, Llama-3.3-70B TP4 "
-                      "-41...-48%, Llama-3.1-405B TP8 -29...-30%: 35-73 ms per request outside the engine roofline)",
 }
 BUCKETS = [pytest.param(gpu, metric, marks=[pytest.mark.xfail(strict=True, reason=MISSES[(gpu, metric)])]
                         if (gpu, metric) in MISSES else [])
