@@ -182,8 +182,17 @@ def calibration_dict(calibration: Any) -> dict[str, Any]:
     the names your calibration file replaced."""
     from dataclasses import fields
 
+    from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION
+
     notes = calibration.notes
-    constants = {f.name: {"value": getattr(calibration, f.name), "basis": notes.get(f.name, "")}
-                 for f in fields(calibration) if f.name != "notes"}
+    constants = {}
+    for f in fields(calibration):
+        if f.name == "notes":
+            continue
+        value, basis = getattr(calibration, f.name), notes.get(f.name, "")
+        default = getattr(DEFAULT_CALIBRATION, f.name)
+        if value != default and not basis.startswith(USER_BASIS):  # an engine flag (--kv-connector, --block-size ...)
+            basis = f"set by this plan's flags (published default {default!r}: {basis})"
+        constants[f.name] = {"value": value, "basis": basis}
     measured = [name for name, entry in constants.items() if entry["basis"].startswith(USER_BASIS)]
     return {"constants": constants, "measured_overrides": measured}

@@ -70,3 +70,16 @@ def test_a_missing_file_is_named(capsys: pytest.CaptureFixture[str], tmp_path: P
     code, out, err = _plan(capsys, "--calibration", str(tmp_path / "absent.yaml"))
     assert (code, out) == (2, "")
     assert "absent.yaml: <file>: 'absent.yaml': no such file" in err
+
+
+def test_a_constant_an_engine_flag_sets_names_the_flag_not_the_published_default(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # WHEN the plan moves the KV with vLLM's NixlConnector and caps the scheduler at 64 requests
+    code, out, _ = _plan(capsys, "--output", "json", "--kv-connector", "nixl", "--max-num-seqs", "64")
+    constants = json.loads(out)["calibration"]["constants"]
+    assert code == 0
+    # THEN each constant those flags set says so, with the published default beside it; the others keep their source
+    assert constants["connector_block_tokens"] == {
+        "value": 16, "basis": "set by this plan's flags (published default 256: LMCache default chunk_size 256 tokens)"}
+    assert constants["max_num_seqs"]["basis"].startswith("set by this plan's flags (published default 1024")
+    assert constants["hbm_efficiency"]["basis"].startswith("calibrated: NIM")
