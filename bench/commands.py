@@ -67,7 +67,7 @@ def _args(**flags: Any) -> tuple[str, ...]:
 
 
 def _single_gpu(**flags: Any) -> dict[str, Any]:
-    """One H100-class GPU per role: the layout of Dynamo's guide and of the fabric rows."""
+    """One GPU per role (Llama-3.1-8B at TP1): the layout of Dynamo's guide and of the fabric rows."""
     return dict(model="Llama-3.1-8B", prefill_tp=1, decode_tp=1, prefill_per_node=1, decode_per_node=1,
                 colocated_tp=1, colocated_replicas=1, prefill_nodes=1, decode_nodes=1, baseline_nodes=1, **flags)
 
