@@ -14,7 +14,7 @@ from typing import Any
 
 from hyperpod_dpd.planner import published
 from hyperpod_dpd.planner.calibration import MOONCAKE_EFA, SGLANG
-from hyperpod_dpd.planner.measurements import OFFLINE_IN_FLIGHT, UNLOADED
+from hyperpod_dpd.planner.measurements import OFFLINE_IN_FLIGHT, UNIFORM_1024, UNLOADED
 
 Json = Mapping[str, Any]
 # The --calibration files the commands name (placeholders), with their constants and sources: what the Mooncake rows
@@ -144,7 +144,8 @@ def _engine_commands() -> dict[str, Command]:
             argv, f"predictions[0].colocated.ttft_ms + {steps} x predictions[0].colocated.tpot_ms",
             lambda d, steps=steps: d["predictions"][0]["colocated"]["ttft_ms"]
             + steps * d["predictions"][0]["colocated"]["tpot_ms"])
-    uniform = ",".join(f"{64 + 128 * i}:1" for i in range(8))  # SGLang's random lengths on 1...1,024, 8 bins
+    # SGLang's random lengths on 1...1,024, as the table models them (8 equally likely bins)
+    uniform = ",".join(f"{tokens}:{share:g}" for tokens, share in UNIFORM_1024.points)
     for o in published.ONLINE:
         tag = "" if o.model == "Llama-3.3-70B" else f"{o.model.lower()}-"
         argv = _args(model=o.model, instance="ml.p5e.48xlarge", input_tokens=uniform, output_tokens=uniform,

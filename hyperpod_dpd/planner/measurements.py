@@ -118,12 +118,12 @@ def _latency(row: published.Latency, calibration: Calibration) -> float:
 
 
 # sglang bench_serving's random dataset with range ratio 0: lengths uniform on 1...1,024, as 8 equally likely bins
-_UNIFORM_1024 = LengthDistribution.weighted([(64 + 128 * i, 1.0) for i in range(8)])
+UNIFORM_1024 = LengthDistribution.weighted([(64 + 128 * i, 1.0) for i in range(8)])
 
 
 @cache
 def _online(row: published.Online, calibration: Calibration) -> Point:
-    workload = Workload(inputs=_UNIFORM_1024, outputs=_UNIFORM_1024, request_rates=(row.rate,))
+    workload = Workload(inputs=UNIFORM_1024, outputs=UNIFORM_1024, request_rates=(row.rate,))
     return Colocated(model=MODELS[row.model], instance=P5E, tensor_parallel=row.tp, nodes=1, workload=workload,
                      calibration=calibration.with_overrides(**SGLANG)).at_rate(row.rate)
 
