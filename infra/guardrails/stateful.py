@@ -21,11 +21,12 @@ from constructs import IConstruct
 STATEFUL_TYPES: tuple[str, ...] = (
     "AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EC2::VPCCidrBlock", "AWS::EC2::SecurityGroup",
     "AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::Logs::LogGroup",
-    "AWS::IAM::OIDCProvider",
+    "AWS::IAM::OIDCProvider", "AWS::APS::Workspace", "AWS::Grafana::Workspace",
 )
 # What must survive a stack deletion or a replacement in an environment whose removal policy is "retain": every
 # stateful type. The HyperPod cluster holds the GPU capacity (and any training-plan reservation); the network holds
-# what the cluster's create-only VpcConfig points at.
+# what the cluster's create-only VpcConfig points at; the Prometheus workspace holds the metrics history the SLO
+# alerts and the canary read, the Grafana workspace its users, permissions and dashboards.
 RETAINED_TYPES: tuple[str, ...] = STATEFUL_TYPES
 RETAIN_ATTRIBUTES: tuple[str, ...] = ("DeletionPolicy", "UpdateReplacePolicy")
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 
 from hyperpod_dpd.config import EnvironmentConfig, load_environment, parse_environment
 from hyperpod_dpd.errors import ConfigError
@@ -137,8 +138,11 @@ def test_another_environment_with_endpoints_only_warns(base_configs) -> None:
 
 
 def test_an_environment_without_endpoints_has_no_alert_guard() -> None:
-    # GIVEN the fixture prod: production, no endpoints, no observability, nobody subscribed
-    env = load_environment("prod")
+    # GIVEN the fixture prod without its operator and its on-call: production, no endpoints, no observability,
+    # nobody subscribed
+    data = yaml.safe_load((ROOT / "tests" / "fixtures" / "config" / "prod.yaml").read_text())
+    data.pop("operator"), data.pop("alerts")
+    env = parse_environment(data, name="prod", source="prod.yaml", base_dir=ROOT)
     assert env.production and not env.endpoints and not env.alerts.emails
     # THEN it loads and warns about nothing: no endpoint, no DPD alerts to guard (infra/monitoring.py builds none)
     assert [w for w in env.warnings() if w.path.startswith(("alerts", "operator"))] == []
