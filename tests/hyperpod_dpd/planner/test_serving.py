@@ -192,3 +192,21 @@ def test_a_higher_request_rate_never_lowers_tpot(rate: float, more: float) -> No
     system = _colocated(_workload("4096"), nodes=2)
     low, high = system.at_rate(rate), system.at_rate(rate + more)
     assert high.saturated or high.tpot_s >= low.tpot_s
+
+
+def test_a_per_request_cost_outside_the_steps_delays_the_first_token_and_nothing_else() -> None:
+    # GIVEN one open-loop load of 2,048- and 8,192-token prompts, planned without and with a 30 ms per-request cost
+    workload = Workload(inputs=LengthDistribution.parse("2048:3,8192:1"), outputs=LengthDistribution.parse("256"),
+                        request_rates=(2.0,))
+    costly = CAL.with_overrides(request_overhead_s=0.030)
+    for build in (lambda c: _colocated(workload, calibration=c),
+                  lambda c: Disaggregated(model=MODELS["Llama-3.3-70B"], instance=P5, tensor_parallel=8, prefill=1,
+                                          decode=1, threshold=4096, workload=workload, calibration=c,
+                                          pd_buffer_bytes=8 * GIB)):
+        before, after = build(CAL).at_rate(2.0), build(costly).at_rate(2.0)
+        # THEN the mean, median and P99 TTFT and the median E2E move by the cost; the steps, TPOT and the
+        # throughput do not
+        for which in ("ttft_s", "ttft_p50_s", "ttft_p99_s", "e2e_p50_s"):
+            assert getattr(after, which) - getattr(before, which) == pytest.approx(0.030, abs=1e-4), which
+        assert (after.tpot_s, after.itl_p50_s, after.output_tokens_per_s, after.prefill_utilization) == (
+            before.tpot_s, before.itl_p50_s, before.output_tokens_per_s, before.prefill_utilization)
