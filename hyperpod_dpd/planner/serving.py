@@ -126,6 +126,7 @@ class _System:
 
     mean_output: float
     outputs: tuple[tuple[int, float], ...]
+    overhead: float = 0.0  # per-request latency outside the steps (Calibration.request_overhead_s)
 
     def evaluate(self, rate: float, users: float | None = None) -> _Eval | None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -137,7 +138,9 @@ class _System:
                 closed: bool = False) -> Point:
         engine = found.engine
         parts = tuple((w, shift + waiting, rho, wait,
-                       max(0.0, users - 1) * service / servers if closed else math.inf)
+                       # at most the users neither in the per-request overhead (Little: rate x overhead) nor
+                       # being served can be ahead
+                       max(0.0, users - 1 - rate * self.overhead) * service / servers if closed else math.inf)
                       for w, shift, rho, wait, service, servers in found.ttft_parts)
         spread = Spread(ttft=QueueDelay(parts), outputs=self.outputs,
                         tpot=engine.stalls.tpot(step=engine.step, tpot=engine.tpot, outputs=self.outputs),
@@ -248,7 +251,9 @@ class Colocated(_System):
             engine = decode_engine(self.costs, rate=share, local=local, decode_context=self.decode_context,
                                    steps_per_request=self.mean_output - 1, kv_slots=self.slots)
         else:
-            engine = closed_loop_engine(self.costs, rate=share, users=users / self.nodes, local=local,
+            # the users inside the per-request overhead (rate x overhead, Little's law) are at neither station
+            engine = closed_loop_engine(self.costs, rate=share, users=(users - rate * self.overhead) / self.nodes,
+                                        local=local,
                                         decode_context=self.decode_context, steps_per_request=self.mean_output - 1,
                                         kv_slots=self.slots)
         if engine is None:

@@ -210,3 +210,15 @@ def test_a_per_request_cost_outside_the_steps_delays_the_first_token_and_nothing
             assert getattr(after, which) - getattr(before, which) == pytest.approx(0.030, abs=1e-4), which
         assert (after.tpot_s, after.itl_p50_s, after.output_tokens_per_s, after.prefill_utilization) == (
             before.tpot_s, before.itl_p50_s, before.output_tokens_per_s, before.prefill_utilization)
+
+
+def test_users_inside_the_per_request_cost_are_neither_decoding_nor_queued() -> None:
+    # GIVEN 32 closed-loop users of 8,192-token prompts, without and with a half-second per-request cost
+    workload = _workload("8192")
+    before = _colocated(workload).at_concurrency(32)
+    after = _colocated(workload, calibration=CAL.with_overrides(request_overhead_s=0.5)).at_concurrency(32)
+    # THEN Little's law still counts the 32 users, the cost inside each response
+    assert after.request_rate * (after.ttft_s + 511 * after.tpot_s) == pytest.approx(32, rel=1e-3)
+    # AND the users it holds (rate x 0.5 s) leave the decode batch: fewer decode, and the rate falls
+    assert after.decode_batch <= 32 - after.request_rate * 0.5 + 1e-6
+    assert after.decode_batch < before.decode_batch and after.request_rate < before.request_rate
