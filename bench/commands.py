@@ -14,7 +14,15 @@ from typing import Any
 
 from hyperpod_dpd.planner import published
 from hyperpod_dpd.planner.calibration import MOONCAKE_EFA, SGLANG
-from hyperpod_dpd.planner.measurements import OFFLINE_IN_FLIGHT, UNIFORM_1024, UNLOADED
+from hyperpod_dpd.planner.measurements import (
+    OFFLINE_IN_FLIGHT,
+    UNIFORM_1024,
+    UNLOADED,
+    latency_key,
+    offline_key,
+    online_key,
+    rdma_key,
+)
 
 Json = Mapping[str, Any]
 # The --calibration files the commands name (placeholders), with their constants and sources: what the Mooncake rows
@@ -120,7 +128,7 @@ def _fabric_commands() -> dict[str, Command]:
                                               *_top("efa_effective_gbytes_per_s", 8, "Gbit/s")),
            "p5en-line-rate": Command(plan("ml.p5en.48xlarge"), *_top("efa_line_rate_gbytes_per_s", 8, "Gbit/s"))}
     for link in published.RDMA:
-        key = f"mooncake-{link.instance.split('.')[1]}-{link.block // 1024}k"
+        key = rdma_key(link)
         argv = (*plan(link.instance, block_size=link.block // _KV_BYTES_PER_TOKEN_AND_LAYER),
                 "--calibration", "mooncake-efa.yaml")
         # one GPU's share; the published figure is the node's 8 GPUs writing at once
@@ -131,7 +139,7 @@ def _fabric_commands() -> dict[str, Command]:
 def _engine_commands() -> dict[str, Command]:
     out: dict[str, Command] = {}
     for r in published.OFFLINE:
-        key = f"trtllm-{r.model.lower()}-{r.gpu.lower()}-tp{r.tp}-{r.isl}-{r.osl}"
+        key = offline_key(r)
         argv = _args(model=r.model, instance=_INSTANCES[r.gpu], input_tokens=r.isl, output_tokens=r.osl,
                      offline=OFFLINE_IN_FLIGHT, max_num_seqs=OFFLINE_IN_FLIGHT, dtype=r.weights, kv_dtype="fp8",
                      colocated_tp=r.tp, colocated_replicas=1, baseline_nodes=1, mode="colocated")
@@ -140,19 +148,18 @@ def _engine_commands() -> dict[str, Command]:
         steps = t.osl - 1
         argv = _args(model=t.model, instance=_INSTANCES[t.gpu], input_tokens=t.isl, output_tokens=t.osl,
                      offline=t.batch, colocated_tp=t.tp, colocated_replicas=1, baseline_nodes=1, mode="colocated")
-        out[f"vllm-latency-{t.model.lower()}-{t.gpu.lower()}-tp{t.tp}"] = Command(
+        out[latency_key(t)] = Command(
             argv, f"predictions[0].colocated.ttft_ms + {steps} x predictions[0].colocated.tpot_ms",
             lambda d, steps=steps: d["predictions"][0]["colocated"]["ttft_ms"]
             + steps * d["predictions"][0]["colocated"]["tpot_ms"])
     # SGLang's random lengths on 1...1,024, as the table models them (8 equally likely bins)
     uniform = ",".join(f"{tokens}:{share:g}" for tokens, share in UNIFORM_1024.points)
     for o in published.ONLINE:
-        tag = "" if o.model == "Llama-3.3-70B" else f"{o.model.lower()}-"
         argv = _args(model=o.model, instance="ml.p5e.48xlarge", input_tokens=uniform, output_tokens=uniform,
                      request_rate=f"{o.rate:g}", colocated_tp=o.tp, colocated_replicas=1, baseline_nodes=1,
                      mode="colocated", calibration="sglang.yaml")
-        out[f"datacrunch-{tag}ttft-r{o.rate:g}"] = Command(argv, *_point("colocated", "ttft_p50_ms"), "sglang.yaml")
-        out[f"datacrunch-{tag}itl-r{o.rate:g}"] = Command(argv, *_point("colocated", "itl_p50_ms"), "sglang.yaml")
+        out[online_key(o, "ttft")] = Command(argv, *_point("colocated", "ttft_p50_ms"), "sglang.yaml")
+        out[online_key(o, "itl")] = Command(argv, *_point("colocated", "itl_p50_ms"), "sglang.yaml")
     return out
 
 

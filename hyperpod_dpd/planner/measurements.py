@@ -137,25 +137,41 @@ def _median_itl(row: published.Online, calibration: Calibration) -> float:
     return _online(row, calibration).itl_p50_s * 1e3
 
 
+# The keys of the rows built from ``published``'s records (bench/commands.py finds each row's command by them)
+def latency_key(r: published.Latency) -> str:
+    return f"vllm-latency-{r.model.lower()}-{r.gpu.lower()}-tp{r.tp}"
+
+
+def online_key(o: published.Online, quantity: str) -> str:
+    """``quantity``: "ttft" or "itl". The 70B rows keep their first keys; other models name themselves."""
+    tag = "" if o.model == "Llama-3.3-70B" else f"{o.model.lower()}-"
+    return f"datacrunch-{tag}{quantity}-r{o.rate:g}"
+
+
+def offline_key(r: published.Offline) -> str:
+    return f"trtllm-{r.model.lower()}-{r.gpu.lower()}-tp{r.tp}-{r.isl}-{r.osl}"
+
+
+def rdma_key(link: published.Rdma) -> str:
+    return f"mooncake-{link.instance.split('.')[1]}-{link.block // 1024}k"
+
+
 def _serving_rows() -> tuple[tuple[Measurement, Callable[[Calibration], float]], ...]:
     out: list[tuple[Measurement, Callable[[Calibration], float]]] = []
     for r in published.LATENCY:
-        key = f"vllm-latency-{r.model.lower()}-{r.gpu.lower()}-tp{r.tp}"
-        out.append((Measurement(key, f"{published.VLLM_CI} build {r.build} {r.gpu} TP{r.tp} {r.model} BF16",
+        out.append((Measurement(latency_key(r), f"{published.VLLM_CI} build {r.build} {r.gpu} TP{r.tp} {r.model} BF16",
                                 f"{r.batch} x {r.isl} in / {r.osl} out at once: batch latency (decode steps)",
                                 r.ms, "ms", "held-out", gpu=r.gpu, metric="tpot"),
                     partial(_latency, r)))
     for o in published.ONLINE:
         rate = f"{o.rate:g}"
-        # the 70B rows keep their first keys; other models name themselves
-        tag = "" if o.model == "Llama-3.3-70B" else f"{o.model.lower()}-"
         source = f"{published.DATACRUNCH} H200 TP{o.tp} {o.model} BF16"
         fitted = o.role == "calibration"
-        out.append((Measurement(f"datacrunch-{tag}ttft-r{rate}", source,
+        out.append((Measurement(online_key(o, "ttft"), source,
                                 f"uniform 1-1024 in / out, {rate} req/s Poisson: median TTFT", o.ttft_ms, "ms",
                                 o.role, "request_overhead_s (SGLANG)" if fitted else "", gpu="H200", metric="ttft"),
                     partial(_median_ttft, o)))
-        out.append((Measurement(f"datacrunch-{tag}itl-r{rate}", source,
+        out.append((Measurement(online_key(o, "itl"), source,
                                 f"uniform 1-1024 in / out, {rate} req/s Poisson: median ITL", o.itl_ms, "ms",
                                 "held-out", gpu="H200", metric="tpot"),
                     partial(_median_itl, o)))
@@ -165,16 +181,15 @@ def _serving_rows() -> tuple[tuple[Measurement, Callable[[Calibration], float]],
 def _offline_rows() -> tuple[tuple[Measurement, Callable[[Calibration], float]], ...]:
     out = []
     for r in published.OFFLINE:
-        key = f"trtllm-{r.model.lower()}-{r.gpu.lower()}-tp{r.tp}-{r.isl}-{r.osl}"
         fits = "overlap_loss" if r.role == "calibration" else ""
-        out.append((Measurement(key, f"{published.TRTLLM} {r.gpu} TP{r.tp} {r.model} {r.weights.upper()}",
+        out.append((Measurement(offline_key(r), f"{published.TRTLLM} {r.gpu} TP{r.tp} {r.model} {r.weights.upper()}",
                                 f"ISL {r.isl} / OSL {r.osl} offline output throughput", r.tokens_per_s, "tok/s",
                                 r.role, fits, gpu=r.gpu, metric="throughput"),
                     lambda c, r=r: _offline(r, c)))
     for link in published.RDMA:
         node = instance(link.instance)
         gpu = node.gpu.model if node.gpu else ""
-        out.append((Measurement(f"mooncake-{link.instance.split('.')[1]}-{link.block // 1024}k", published.MOONCAKE,
+        out.append((Measurement(rdma_key(link), published.MOONCAKE,
                                 f"{link.instance} GPU-to-GPU write, {link.block // 1024} KiB blocks",
                                 link.gbytes_per_s, "GB/s", link.role, link.fits, gpu=gpu, metric="bandwidth"),
                     lambda c, link=link: _rdma(link, c)))
