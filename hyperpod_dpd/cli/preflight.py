@@ -19,11 +19,6 @@ from hyperpod_dpd.cli.output import (
     status_label,
     timeout_argument,
 )
-from hyperpod_dpd.config.global_gateway import has_global, read_global
-from hyperpod_dpd.ops.checks import Report
-from hyperpod_dpd.ops.global_preflight import global_checks
-from hyperpod_dpd.ops.ownership import with_ownership
-from hyperpod_dpd.ops.preflight import run_preflight
 
 DEFAULT_TIMEOUT_SECONDS = 300.0
 
@@ -42,6 +37,14 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here, not at the top: the checks and the configuration models cost most of `hpdpd`'s start-up, and
+    # every other command's parser is built with this one's (`hpdpd plan --help` stays well under a second)
+    from hyperpod_dpd.config.global_gateway import has_global, read_global
+    from hyperpod_dpd.ops.checks import Report
+    from hyperpod_dpd.ops.global_preflight import global_checks
+    from hyperpod_dpd.ops.ownership import with_ownership
+    from hyperpod_dpd.ops.preflight import run_preflight
+
     env = load_environment_from_args(args)
     clients = factory_from_args(args, default_region=env.region, deadline=command_deadline(args.timeout))
     # then whether the names its stacks create already belong to another stack (hyperpod_dpd/ops/ownership.py)

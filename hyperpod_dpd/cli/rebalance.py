@@ -17,9 +17,10 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from hyperpod_dpd.aws import add_aws_arguments, factory_from_args
+from hyperpod_dpd.catalogue.operator import DpdRole
 from hyperpod_dpd.cli.output import (
     command_deadline,
     environment_arguments,
@@ -42,16 +43,17 @@ FINAL_POLL_SECONDS = 5.0
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    from hyperpod_dpd.ops.rebalance import ROLES
-
+    # the roles from the catalogue, not hyperpod_dpd.ops.rebalance: that one imports the configuration models, which
+    # would cost every command's start-up (`hpdpd plan --help` builds this parser too)
+    roles = get_args(DpdRole)
     parser = subparsers.add_parser(
         "rebalance", parents=[common], help="move nodes between the prefill and decode groups (dry run by default)",
         description="Move running nodes from one DPD instance group to the other with MoveClusterNodes: the instances "
                     "and their capacity stay, their EBS volumes are replaced. Prints the plan and changes nothing "
                     "unless --apply is given.")
     environment_arguments(parser)
-    parser.add_argument("--from", dest="source_role", required=True, choices=ROLES, help="the role that gives nodes")
-    parser.add_argument("--to", dest="target_role", required=True, choices=ROLES, help="the role that gets them")
+    parser.add_argument("--from", dest="source_role", required=True, choices=roles, help="the role that gives nodes")
+    parser.add_argument("--to", dest="target_role", required=True, choices=roles, help="the role that gets them")
     parser.add_argument("--count", type=_count, required=True, metavar="N", help="nodes to move (1 to 50)")
     parser.add_argument("--from-group", default=None, metavar="NAME",
                         help="the source instance group, when the role has several")
