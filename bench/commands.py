@@ -19,6 +19,7 @@ from hyperpod_dpd.planner.measurements import (
     UNIFORM_1024,
     UNLOADED,
     latency_key,
+    nim_key,
     offline_key,
     online_key,
     rdma_key,
@@ -104,19 +105,6 @@ def _dynamo_command(key: str) -> Command | None:
     return None
 
 
-def _nim_command(key: str) -> Command | None:
-    match = re.fullmatch(r"nim-(ttft|itl|tput)-(\d+)-c(\d+)", key)
-    if not match:
-        return None
-    what, isl, users = match.groups()
-    osl = 2000 if isl == "500" else 500
-    argv = _args(model="Llama-3.3-70B", instance="ml.p5.48xlarge", input_tokens=isl, output_tokens=osl,
-                 concurrency=users, dtype="fp8", kv_dtype="fp8", colocated_tp=2, colocated_replicas=1,
-                 baseline_nodes=1, mode="colocated")
-    return Command(argv, *_point("colocated", {"ttft": "ttft_ms", "itl": "tpot_ms",
-                                               "tput": "output_tokens_per_s"}[what]))
-
-
 def _fabric_commands() -> dict[str, Command]:
     def plan(instance: str, **flags: Any) -> tuple[str, ...]:
         return _args(**_single_gpu(instance=instance, input_tokens=8000, output_tokens=50, concurrency=1, **flags))
@@ -160,6 +148,12 @@ def _engine_commands() -> dict[str, Command]:
                      mode="colocated", calibration="sglang.yaml")
         out[online_key(o, "ttft")] = Command(argv, *_point("colocated", "ttft_p50_ms"), "sglang.yaml")
         out[online_key(o, "itl")] = Command(argv, *_point("colocated", "itl_p50_ms"), "sglang.yaml")
+    for n in published.NIM:
+        argv = _args(model="Llama-3.3-70B", instance="ml.p5.48xlarge", input_tokens=n.isl, output_tokens=n.osl,
+                     concurrency=n.users, dtype="fp8", kv_dtype="fp8", colocated_tp=2, colocated_replicas=1,
+                     baseline_nodes=1, mode="colocated")
+        for quantity, field_ in (("ttft", "ttft_ms"), ("itl", "tpot_ms"), ("tput", "output_tokens_per_s")):
+            out[nim_key(n, quantity)] = Command(argv, *_point("colocated", field_))
     return out
 
 
@@ -168,7 +162,7 @@ def commands(keys: list[str]) -> dict[str, Command]:
     table = {**_fabric_commands(), **_engine_commands()}
     out = {}
     for key in keys:
-        found = table.get(key) or _dynamo_command(key) or _nim_command(key)
+        found = table.get(key) or _dynamo_command(key)
         if found is not None:
             out[key] = found
     return out

@@ -81,6 +81,7 @@ def _dynamo(isl: int, calibration: Calibration) -> tuple[Point, Point, Point, Po
             dpd.at_rate(UNLOADED))
 
 
+@cache
 def _nim(inputs: int, outputs: int, users: int, calibration: Calibration) -> Point:
     model = MODELS["Llama-3.3-70B"].with_precision(weights="fp8", kv="fp8")
     workload = Workload(inputs=LengthDistribution.fixed(inputs), outputs=LengthDistribution.fixed(outputs),
@@ -152,6 +153,11 @@ def offline_key(r: published.Offline) -> str:
     return f"trtllm-{r.model.lower()}-{r.gpu.lower()}-tp{r.tp}-{r.isl}-{r.osl}"
 
 
+def nim_key(r: published.Nim, quantity: str) -> str:
+    """``quantity``: "ttft", "itl" or "tput". The page's input lengths are distinct, so ISL names the pair."""
+    return f"nim-{quantity}-{r.isl}-c{r.users}"
+
+
 def rdma_key(link: published.Rdma) -> str:
     return f"mooncake-{link.instance.split('.')[1]}-{link.block // 1024}k"
 
@@ -201,8 +207,30 @@ def _gain(isl: int, metric: str, calibration: Calibration) -> float:
     return (getattr(dpd, metric) / getattr(aggregated, metric) - 1) * 100
 
 
+_NIM_READS: dict[str, tuple[str, str, Callable[[published.Nim], float], Callable[[Point], float]]] = {
+    "ttft": ("TTFT", "ms", lambda r: r.ttft_ms, lambda p: p.ttft_s * 1e3),
+    "itl": ("ITL", "ms", lambda r: r.itl_ms, lambda p: p.tpot_s * 1e3),
+    "tput": ("output throughput", "tok/s", lambda r: r.tokens_per_s, lambda p: p.output_tokens_per_s),
+}
+
+
+def _nim_rows() -> tuple[tuple[Measurement, Callable[[Calibration], float]], ...]:
+    out: list[tuple[Measurement, Callable[[Calibration], float]]] = []
+    for r in published.NIM:
+        for quantity, (what, unit, published_value, read) in _NIM_READS.items():
+            fits = published.NIM_FITS.get((quantity, r.isl, r.users), "")
+            out.append((Measurement(nim_key(r, quantity), published.NIM_SOURCE,
+                                    f"{r.isl} in / {r.osl} out, concurrency {r.users}: {what}", published_value(r),
+                                    unit, "calibration" if fits else "held-out", fits),
+                        partial(_nim_prediction, r, read)))
+    return tuple(out)
+
+
+def _nim_prediction(r: published.Nim, read: Callable[[Point], float], calibration: Calibration) -> float:
+    return read(_nim(r.isl, r.osl, r.users, calibration))
+
+
 D = "DYNAMO p5 Llama-3.1-8B"
-N = "NIM 2xH100 Llama-3.3-70B FP8"
 _TABLE: tuple[tuple[Measurement, Callable[[Calibration], float]], ...] = (
     (Measurement("dynamo-ttft-aggregated", D, "ISL 8000 unqueued TTFT, aggregated", 173, "ms", "calibration",
                  "prefill_efficiency"), lambda c: _dynamo(8000, c)[2].ttft_s * 1e3),
@@ -226,20 +254,7 @@ _TABLE: tuple[tuple[Measurement, Callable[[Calibration], float]], ...] = (
     *((Measurement(f"dynamo-itl-change-{isl}", D, f"ISL {isl} ITL change, disaggregated vs aggregated", change, "%",
                    "held-out"), lambda c, isl=isl: _gain(isl, "tpot_s", c))
       for isl, change in ((1000, -7.0), (2000, -11.0), (4000, -18.0), (8000, -41.0))),
-    (Measurement("nim-itl-500-c1", N, "500 in / 2000 out, concurrency 1: ITL", 18.91, "ms", "calibration",
-                 "hbm_efficiency"), lambda c: _nim(500, 2000, 1, c).tpot_s * 1e3),
-    (Measurement("nim-ttft-5000-c1", N, "5000 in / 500 out, concurrency 1: TTFT", 406.77, "ms", "calibration",
-                 "low_precision_efficiency"), lambda c: _nim(5000, 500, 1, c).ttft_s * 1e3),
-    (Measurement("nim-ttft-500-c1", N, "500 in / 2000 out, concurrency 1: TTFT", 47.77, "ms", "held-out"),
-     lambda c: _nim(500, 2000, 1, c).ttft_s * 1e3),
-    *(row for users, ttft, itl in ((1, None, 18.58), (5, 546.7, 21.83), (25, 688.69, 38.75), (50, 834.51, 59.73))
-      for row in (
-          *(((Measurement(f"nim-ttft-5000-c{users}", N, f"5000 in / 500 out, concurrency {users}: TTFT", ttft, "ms",
-                          "held-out"), lambda c, u=users: _nim(5000, 500, u, c).ttft_s * 1e3),) if ttft else ()),
-          (Measurement(f"nim-itl-5000-c{users}", N, f"5000 in / 500 out, concurrency {users}: ITL", itl, "ms",
-                       "held-out"), lambda c, u=users: _nim(5000, 500, u, c).tpot_s * 1e3))),
-    (Measurement("nim-tput-5000-c50", N, "5000 in / 500 out, concurrency 50: output throughput", 814.37, "tok/s",
-                 "held-out"), lambda c: _nim(5000, 500, 50, c).output_tokens_per_s),
+    *_nim_rows(),
     (Measurement("nixlbench-efficiency", "NIXLBENCH", "share of NIC line rate NIXL moves", 85.25, "%",
                  "calibration", "transfer_efficiency"), lambda c: c.transfer_efficiency * 100),
     (Measurement("transferengine-efa-peak", "TRANSFERENGINE p5en", "per-GPU KV bandwidth on EFA (bound: <= peak)",

@@ -1,4 +1,4 @@
-"""Published measurements beyond Dynamo and NIM (``measurements.py`` turns each into a planner prediction).
+"""Published measurements beyond Dynamo (``measurements.py`` turns each into a planner prediction).
 
 Data only: each record names its source, the setup it was measured on and its role. Sources:
 
@@ -9,6 +9,13 @@ Data only: each record names its source, the setup it was measured on and its ro
   H100) and H200 SXM 141GB (DGX H200); nvidia/Llama-3.3-70B-Instruct-FP4 (NVFP4 weights, FP8 KV assumed) on one
   B200 (DGX B200). The engine is TensorRT-LLM, not vLLM: these rows measure how far the
   roofline is from a tuned engine on the same GPU.
+* NIM: NVIDIA NIM for LLMs benchmarking guide, "Performance" (docs.nvidia.com/nim/benchmarking/llm), NIM 1.8.0,
+  Llama-3.3-70B-Instruct FP8 TP2 on 2 x H100 80GB, AIPerf at fixed concurrency (a closed loop), fixed input and
+  output lengths; mean TTFT, mean ITL and total output tokens per second. The values were checked against a public
+  copy of the table (zivbeker42/llm-guesstimator tested_benchmarks/nim_llama33_70b_v1.8.0_2xH100_fp8TP2.csv
+  @cf11e664). Rule, fixed before any row was compared with the planner: every input/output pair the page
+  publishes, concurrency 1 to 50, all three quantities (the 100 to 250 runs are not in the table yet; no row was
+  chosen or dropped for its error).
 * MOONCAKE: Mooncake's EFA transport, "block_size sweep" and p5 table (kvcache-ai/Mooncake
   docs/source/design/transfer-engine/transport/efa_transport.md @2f45fbe2): ``transfer_engine_bench`` GPU to GPU
   between two nodes, all 8 GPUs, write, GB/s per node.
@@ -36,6 +43,7 @@ TRTLLM = "TRTLLM perf-overview @00f37686"
 VLLM_CI = "VLLM_CI latency tests"
 DATACRUNCH = "DATACRUNCH h200-benchmarks @c091ef53"
 MOONCAKE = "MOONCAKE efa_transport.md @2f45fbe2"
+NIM_SOURCE = "NIM 2xH100 Llama-3.3-70B FP8"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,3 +146,35 @@ ONLINE: tuple[Online, ...] = (
     Online(model="Llama-3.1-405B", tp=8, rate=1.0, ttft_ms=218.808, itl_ms=38.782),
     Online(model="Llama-3.1-405B", tp=8, rate=2.0, ttft_ms=244.264, itl_ms=43.301),
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Nim:
+    """A NIM 1.8.0 row: Llama-3.3-70B FP8 TP2 on 2 x H100, ``users`` requests in a closed loop, fixed lengths."""
+
+    isl: int
+    osl: int
+    users: int
+    ttft_ms: float  # mean
+    itl_ms: float  # mean
+    tokens_per_s: float  # output tokens per second, all users together
+
+
+# (ISL, OSL): (concurrency, TTFT ms, ITL ms, output tok/s) as the page prints them
+_NIM_TABLE = {
+    (5000, 500): ((1, 406.77, 18.58, 51.67), (5, 546.7, 21.83, 218.48), (25, 688.69, 38.75, 623.4),
+                  (50, 834.51, 59.73, 814.37)),
+    (500, 2000): ((1, 47.77, 18.91, 52.85), (5, 126.53, 19.04, 261.83), (25, 147.63, 21.69, 1149.05),
+                  (50, 181.64, 23.97, 2078.43)),
+    (200, 200): ((1, 31.22, 18.8, 53.0), (5, 88.7, 18.83, 260.67), (25, 138.98, 20.61, 1178.68),
+                 (50, 156.28, 23.33, 2081.24)),
+    (1000, 1000): ((1, 82.46, 18.67, 53.37), (5, 145.62, 19.07, 260.48), (25, 250.49, 22.45, 1102.23),
+                   (50, 278.62, 25.87, 1912.93)),
+    (20000, 2000): ((1, 1833.01, 19.58, 48.8), (5, 2910.33, 25.24, 186.8), (25, 18781.26, 48.26, 415.33),
+                    (50, 123969.71, 49.22, 418.65)),
+}
+NIM: tuple[Nim, ...] = tuple(
+    Nim(isl=isl, osl=osl, users=users, ttft_ms=ttft, itl_ms=itl, tokens_per_s=tput)
+    for (isl, osl), runs in _NIM_TABLE.items() for users, ttft, itl, tput in runs)
+# The two NIM rows that fix a constant (quantity, ISL, concurrency): every other NIM row is held out
+NIM_FITS = {("itl", 500, 1): "hbm_efficiency", ("ttft", 5000, 1): "low_precision_efficiency"}
