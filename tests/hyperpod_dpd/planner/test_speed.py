@@ -90,6 +90,16 @@ def test_hpdpd_plan_starts_within_a_second_of_cpu() -> None:
     assert (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime) < 1.0
 
 
+def test_building_hpdpds_parser_imports_no_configuration_model_and_no_planner() -> None:
+    # GIVEN a fresh interpreter WHEN it builds hpdpd's whole parser (every subcommand's options, as `--help` does)
+    probe = ("import sys; from hyperpod_dpd.cli.main import build_parser; build_parser(); "
+             "print(' '.join(sorted(m for m in sys.modules if m.startswith(('hyperpod_dpd.config', "
+             "'hyperpod_dpd.planner', 'pydantic')))))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    # THEN neither the configuration models (pydantic) nor the planner is loaded: they cost a command only when it runs
+    assert done.stdout.split() == []
+
+
 def test_refusing_a_configuration_is_part_of_the_work() -> None:
     # GIVEN a model that does not fit one node
     workload = Workload(inputs=LengthDistribution.fixed(8192), outputs=LengthDistribution.fixed(512),
