@@ -16,6 +16,7 @@ page, "Metric dimensions"), operator pod names ``prefill-<iec>-…`` and ``decod
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +38,13 @@ from tests.hyperpod_dpd.monitoring.promtool import (
 # AWS publishes no bucket layout for model_ttfb_milliseconds; these bounds (ms) only give the seeded series a shape.
 TTFB_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 1500, 2000, 2500, 5000, 10000, 30000, 60000)
 OTHER_GENERATION = "0a1b2c"  # a generation hash that is not the rendered one: the old IEC still serving
-EVAL = "40m"
+# A scenario's series run at a constant rate from the first minute (those that change say when, with their own
+# eval_time), so an alert has settled once its longest range and its ``for`` have passed: evaluated then, plus a
+# margin for the first samples a rate needs, a silent alert is silent for good and a firing one fires. Each minute
+# evaluated costs promtool every rule of the file again, so no case is evaluated longer than its alert needs.
+SETTLE_MARGIN_MINUTES = 5
+_DURATION = re.compile(r"(\d+)([smh])")
+RANGE_SELECTOR = re.compile(r"\[(\d+[smh])(?::\d*[smh]?)?\]")
 CLUSTER_ID = "a1b2c3d4e5f6"
 
 
@@ -56,7 +63,7 @@ class Scenario:
     alert: str
     series: tuple[Series, ...]
     firing: tuple[Firing, ...] = ()
-    eval_time: str = EVAL
+    eval_time: str | None = None  # None: once the alert has settled (settled_eval_time)
 
 
 # -- exporters ----------------------------------------------------------------------------------------------------------
@@ -385,10 +392,33 @@ def scenarios(config: EnvironmentConfig) -> list[Scenario]:
 
 # -- the promtool unit-test file ----------------------------------------------------------------------------------------
 
+def duration_minutes(duration: str) -> float:
+    parts = _DURATION.findall(duration)
+    if not parts or "".join(n + u for n, u in parts) != duration:
+        raise ValueError(f"not a Prometheus duration this suite reads: {duration!r}")
+    return sum(int(n) * {"s": 1 / 60, "m": 1, "h": 60}[u] for n, u in parts)
+
+
+def settled_eval_time(rules: Sequence[Mapping[str, Any]]) -> str:
+    """The minute by which every one of ``rules`` (one alert, per endpoint) has settled over constant series: its
+    ``for`` plus its longest range selector (subqueries included) plus the margin. An ``offset`` would look further
+    back than the ranges say, so such a rule is refused rather than evaluated too early."""
+    longest = 0.0
+    for rule in rules:
+        if re.search(r"\boffset\b", rule["expr"]):
+            raise ValueError(f"{rule['alert']}: an offset needs an explicit eval_time")
+        ranges = [duration_minutes(r) for r in RANGE_SELECTOR.findall(rule["expr"])]
+        longest = max(longest, duration_minutes(rule.get("for", "0m")) + max(ranges, default=0.0))
+    return f"{math.ceil(longest + SETTLE_MARGIN_MINUTES)}m"
+
+
 def unit_tests(rule_file: Mapping[str, Any], rules_path: str, cases: Sequence[Scenario],
                *, check: Callable[[Scenario], None] | None = None) -> dict[str, Any]:
     """promtool's test file for ``cases`` against ``rule_file`` (the parsed document written to ``rules_path``)."""
     rules = {(g["name"], r["alert"]): r for g in rule_file["groups"] for r in g["rules"]}
+    by_alert: dict[str, list[Mapping[str, Any]]] = {}
+    for (_, alert), rule in rules.items():
+        by_alert.setdefault(alert, []).append(rule)
     tests = []
     for case in cases:
         if check is not None:
@@ -400,6 +430,7 @@ def unit_tests(rule_file: Mapping[str, Any], rules_path: str, cases: Sequence[Sc
                 "exp_labels": {**firing.labels, **rule["labels"]},
                 "exp_annotations": {k: render(v, firing.labels, firing.value) for k, v in rule["annotations"].items()}})
         tests.append({"name": case.name, "interval": "1m", "input_series": [s.to_input() for s in case.series],
-                      "alert_rule_test": [{"eval_time": case.eval_time, "alertname": case.alert,
+                      "alert_rule_test": [{"eval_time": case.eval_time or settled_eval_time(by_alert[case.alert]),
+                                           "alertname": case.alert,
                                            "exp_alerts": expected}]})
     return {"rule_files": [rules_path], "evaluation_interval": "1m", "tests": tests}

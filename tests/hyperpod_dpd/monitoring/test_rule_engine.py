@@ -17,7 +17,15 @@ from hyperpod_dpd.monitoring.alerts import endpoint_targets, rule_groups, rules_
 from hyperpod_dpd.monitoring.metrics import METRICS, quantile_ms
 from hyperpod_dpd.monitoring.signals import INVOCATIONS
 from tests.hyperpod_dpd.monitoring import promtool
-from tests.hyperpod_dpd.monitoring.rule_scenarios import TTFB_BUCKETS_MS, scenarios, two_hop_scenario, unit_tests
+from tests.hyperpod_dpd.monitoring.rule_scenarios import (
+    RANGE_SELECTOR,
+    TTFB_BUCKETS_MS,
+    duration_minutes,
+    scenarios,
+    settled_eval_time,
+    two_hop_scenario,
+    unit_tests,
+)
 from tests.paths import FIXTURE_CONFIG_DIR, USER_CONFIG_DIR
 
 FIXTURE_ENVIRONMENTS = list_environments(FIXTURE_CONFIG_DIR)
@@ -80,6 +88,27 @@ def test_every_alert_fires_on_its_failure_and_stays_silent_when_healthy(written:
     assert "SUCCESS" in result.stdout
 
 
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_no_case_is_judged_before_its_alert_has_settled(written: Path, env: str) -> None:
+    # GIVEN an environment's rules and its promtool cases
+    rules = {r["alert"]: r for g in yaml.safe_load((written / f"{env}.rules.yaml").read_text())["groups"]
+             for r in g["rules"]}
+    tests = yaml.safe_load((written / f"{env}.test.yaml").read_text())["tests"]
+    for case in tests:
+        (check,) = case["alert_rule_test"]
+        rule = rules[check["alertname"]]
+        # THEN each is evaluated no earlier than its alert's `for` plus its longest range: a silent case proves
+        # nothing before then
+        needed = duration_minutes(rule.get("for", "0m")) + max((duration_minutes(r) for r in RANGE_SELECTOR.findall(rule["expr"])), default=0)
+        assert duration_minutes(check["eval_time"]) >= needed, (case["name"], check["eval_time"], needed)
+
+
+def test_settling_refuses_an_offset() -> None:
+    # GIVEN a rule that looks back further than its ranges WHEN its settling time is asked THEN it is refused
+    with pytest.raises(ValueError, match="offset"):
+        settled_eval_time([{"alert": "X", "expr": "rate(x[5m] offset 1h) > 0", "for": "5m"}])
+
+
 def test_the_two_hop_case_of_the_issue_fires(environments: dict[str, EnvironmentConfig], tmp_path: Path) -> None:
     # GIVEN dev's endpoint (objective 2,000 ms), a 1.9 s prefill hop and a 0.3 s decode first byte (client ~2.2 s)
     config = environments["dev"]
@@ -90,7 +119,8 @@ def test_the_two_hop_case_of_the_issue_fires(environments: dict[str, Environment
     document = unit_tests(rule_groups(config), "rules.yaml", [case])
     # AND one P99 over the requests of every pod of both roles (the old expression) computes 1,990 ms: no alert
     old = quantile_ms(METRICS["ttfb"], 0.99, *target.matchers, *INVOCATIONS, window="5m")
-    document["tests"][0]["promql_expr_test"] = [{"expr": old, "eval_time": case.eval_time,
+    settled = document["tests"][0]["alert_rule_test"][0]["eval_time"]
+    document["tests"][0]["promql_expr_test"] = [{"expr": old, "eval_time": settled,
                                                  "exp_samples": [{"labels": "{}", "value": 1990}]}]
     (tmp_path / "issue.test.yaml").write_text(yaml.safe_dump(document, sort_keys=False, width=1000))
     # WHEN promtool evaluates THEN the bound (1997.5 + 498.75 ms with these buckets) fires
