@@ -173,3 +173,9 @@ def test_every_measurement_names_its_source_and_role() -> None:
 @pytest.mark.parametrize("key", ["nim-itl-5000-c25", "nim-ttft-5000-c50"])
 def test_fp8_points_use_fp8_weights(key: str) -> None:
     assert "FP8" in ROWS[key].measurement.source
+
+
+def test_every_measurement_has_a_key_of_its_own() -> None:
+    # GIVEN every row of the table THEN no two share a key (a second row would hide the first from bench and tests)
+    keys = [m.key for m in measurements()]
+    assert len(keys) == len(set(keys))
