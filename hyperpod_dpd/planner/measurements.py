@@ -10,9 +10,9 @@ Sources:
   docs/kubernetes/disagg-communication-guide.md, "Performance Expectations"): Llama-3.1-8B-Instruct BF16 on AWS
   p5.48xlarge, one H100 per worker, 4 EFA interfaces, NIXL + libfabric + GDRCopy, OSL 50, concurrency 10, one
   aggregated worker against one prefill and one decode worker (vLLM NixlConnector).
-* NIM: NVIDIA NIM for LLMs benchmarking guide, "Performance" (docs.nvidia.com/nim/benchmarking/llm), NIM 1.8.0,
-  Llama-3.3-70B-Instruct FP8 TP2 on 2 x H100 80GB (TensorRT-LLM engine; FP8 KV cache assumed), one aggregated
-  engine, AIPerf at fixed concurrency.
+* NIM: NVIDIA NIM 1.8.0, Llama-3.3-70B-Instruct FP8 TP2 on 2 x H100 80GB (TensorRT-LLM engine; FP8 KV cache assumed),
+  one aggregated engine, AIPerf at fixed concurrency (``published.py`` names the page, its checked copy and the rule
+  that chose the rows).
 * NIXLBENCH: ai-dynamo/nixl pull request #1647, nixlbench UCX backend, 16 MiB blocks, 341 of 400 Gbit/s.
 * VLLM_CI, DATACRUNCH: vLLM's nightly latency tests on H100 and H200 and SGLang's open-loop Llama-3.3-70B and
   Llama-3.1-405B runs on H200 (``published.py`` names the builds, files and commits).

@@ -26,6 +26,7 @@ from hyperpod_dpd.monitoring.alerts import EndpointTarget, endpoint_targets
 from hyperpod_dpd.monitoring.metrics import METRICS, Metric
 from hyperpod_dpd.monitoring.signals import HOP_QUANTILE
 from tests.hyperpod_dpd.monitoring.promtool import (
+    STEPS,
     Series,
     counter,
     gauge,
@@ -409,7 +410,10 @@ def settled_eval_time(rules: Sequence[Mapping[str, Any]]) -> str:
             raise ValueError(f"{rule['alert']}: an offset needs an explicit eval_time")
         ranges = [duration_minutes(r) for r in RANGE_SELECTOR.findall(rule["expr"])]
         longest = max(longest, duration_minutes(rule.get("for", "0m")) + max(ranges, default=0.0))
-    return f"{math.ceil(longest + SETTLE_MARGIN_MINUTES)}m"
+    minutes = math.ceil(longest + SETTLE_MARGIN_MINUTES)
+    if minutes > STEPS:  # the seeded series end after STEPS minutes: an alert judged later sees none and stays silent
+        raise ValueError(f"{rules[0]['alert']} settles at {minutes}m, after the {STEPS}-minute series end")
+    return f"{minutes}m"
 
 
 def unit_tests(rule_file: Mapping[str, Any], rules_path: str, cases: Sequence[Scenario],

@@ -109,6 +109,13 @@ def test_settling_refuses_an_offset() -> None:
         settled_eval_time([{"alert": "X", "expr": "rate(x[5m] offset 1h) > 0", "for": "5m"}])
 
 
+def test_settling_refuses_a_rule_that_outlasts_the_seeded_series() -> None:
+    # GIVEN a rule that settles after the hour of seeded samples WHEN its settling time is asked THEN it is refused,
+    # since a case judged after the series end would see no data and pass as silent
+    with pytest.raises(ValueError, match="series end"):
+        settled_eval_time([{"alert": "X", "expr": "rate(x[30m]) > 0", "for": "30m"}])
+
+
 def test_the_two_hop_case_of_the_issue_fires(environments: dict[str, EnvironmentConfig], tmp_path: Path) -> None:
     # GIVEN dev's endpoint (objective 2,000 ms), a 1.9 s prefill hop and a 0.3 s decode first byte (client ~2.2 s)
     config = environments["dev"]
