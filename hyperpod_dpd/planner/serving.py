@@ -211,8 +211,13 @@ def _local_classes(workload: Workload, calibration: Calibration,
     return tuple((p, chunks(n, calibration.chunk_tokens, cached_tokens(n, hit))) for n, p in keep)
 
 
-def _boundary(engine: Engine) -> float:
+def _boundary(engine: Engine, users: float | None = None) -> float:
     """Mean wait for the step in flight to end before a new prompt or KV joins (none when the engine idles).
+
+    A step is in flight with probability ``min(1, batch)``. An open-loop (Poisson) arrival sees the time-average
+    batch (PASTA); in a closed loop of ``users`` per engine it sees the others only: an arrival sees the steady state
+    of the loop with one user fewer (the arrival theorem; Reiser and Lavenberg, J. ACM 27(2), 1980, the basis of mean
+    value analysis), taken here as the batch scaled by ``(users - 1) / users``. A lone user finds its engine idle.
 
     An arrival lands in a step with probability proportional to its length, so it waits the step's mean residual
     E[S^2] / 2E[S], not half a mean step (renewal theory; Kleinrock, *Queueing Systems* vol. 1, section 5.2). Steps
@@ -221,7 +226,8 @@ def _boundary(engine: Engine) -> float:
     """
     stalls = engine.stalls
     length_biased = engine.step + stalls.rate * (engine.step * stalls.mean_s + stalls.second_s2)
-    return 0.5 * length_biased * min(1.0, engine.batch)
+    seen = engine.batch if users is None else engine.batch * max(0.0, users - 1.0) / users if users > 0 else 0.0
+    return 0.5 * length_biased * min(1.0, seen)
 
 
 class Colocated(_System):
@@ -258,7 +264,7 @@ class Colocated(_System):
                                         kv_slots=self.slots)
         if engine is None:
             return None
-        boundary = _boundary(engine)
+        boundary = _boundary(engine, None if users is None else users / self.nodes)
         rho = engine.prefill_busy
         mean_service = sum(p * s for p, s in zip(self.weights, engine.local_services, strict=True))
         parts = tuple((p, boundary + s + self.overhead, rho, engine.local_wait, mean_service, self.nodes)
@@ -341,7 +347,7 @@ class Disaggregated(_System):
         buffer_wait = self._buffer_wait(share * self.remote_share, engine.tpot)
         if buffer_wait is None:
             return None
-        boundary = _boundary(engine)
+        boundary = _boundary(engine, None if users is None else users / self.decode)
         local_share = 1.0 - self.remote_share
         local_service = (sum(p * s for (_, p), s in zip(self.local_weights, engine.local_services, strict=True))
                          / local_share if local_share > 0 else 0.0)

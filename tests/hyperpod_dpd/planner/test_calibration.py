@@ -25,14 +25,14 @@ HELD_OUT_BOUNDS = {
     "dynamo-tput-disaggregated": 0.06,
     "dynamo-p95-aggregated": 0.42,  # vLLM's aggregated queue has a longer tail than M/G/1 predicts
     "dynamo-p95-disaggregated": 0.025,
-    "dynamo-gain-1000": 6.5, "dynamo-gain-2000": 12.5, "dynamo-gain-4000": 9.0, "dynamo-gain-8000": 0.6,
+    "dynamo-gain-1000": 6.5, "dynamo-gain-2000": 12.5, "dynamo-gain-4000": 9.0, "dynamo-gain-8000": 0.7,
     "dynamo-itl-change-1000": 2.5, "dynamo-itl-change-2000": 7.0, "dynamo-itl-change-4000": 13.0,
     "dynamo-itl-change-8000": 13.0,
     "transferengine-efa-peak": 0.15, "p5en-line-rate": 0.0,
     # vLLM's nightly latency tests (8 x 32 in / 128 out, BF16): the decode step on H100 and H200. The 8B H200 row
     # is 0.18: a decode step no longer streams the 1 GB input embedding (6.5% of 8B's weights), and H200's run was
     # already faster than the H100 one predicts
-    "vllm-latency-llama-3.1-8b-h200-tp1": 0.18, "vllm-latency-llama-3.3-70b-h200-tp4": 0.13,
+    "vllm-latency-llama-3.1-8b-h200-tp1": 0.18, "vllm-latency-llama-3.3-70b-h200-tp4": 0.14,
     "vllm-latency-llama-3.1-8b-h100-tp1": 0.02, "vllm-latency-llama-3.3-70b-h100-tp4": 0.015,
     # SGLang Llama-3.3-70B BF16 TP4 and Llama-3.1-405B TP8 on H200, open loop, with SGLang's per-request cost
     # (calibration.SGLANG, fitted on the 70B's 1 request/s TTFT): the 70B's queue at 4 requests/s and the 405B's
@@ -48,16 +48,16 @@ HELD_OUT_BOUNDS = {
 # prompts up to 1,000 tokens is 34-68% short: the published TTFT grows by 3-8 decode steps from 1 user to 5-50
 # whatever the prompt's length, which no queue of the model gives (docs/planner.md, "What the errors say").
 NIM_BOUNDS = {
-    5000: ((None, 0.16, 0.08, 0.07), (0.03, 0.06, 0.11, 0.13), (0.03, 0.05, 0.09, 0.11)),
-    500: ((0.22, 0.54, 0.58, 0.63), (None, 0.03, 0.02, 0.06), (0.01, 0.03, 0.02, 0.06)),
-    200: ((0.24, 0.57, 0.69, 0.68), (0.01, 0.04, 0.06, 0.06), (0.02, 0.02, 0.03, 0.03)),
-    1000: ((0.15, 0.35, 0.59, 0.59), (0.02, 0.04, 0.04, 0.08), (0.02, 0.04, 0.04, 0.07)),
-    20000: ((0.03, 0.29, 0.33, 0.17), (0.02, 0.07, 0.23, 0.21), (0.02, 0.05, 0.09, 0.10)),
+    5000: ((None, 0.13, 0.04, 0.03), (0.04, 0.07, 0.13, 0.16), (0.03, 0.06, 0.11, 0.13)),
+    500: ((0.05, 0.54, 0.57, 0.63), (None, 0.03, 0.02, 0.06), (0.01, 0.03, 0.02, 0.06)),
+    200: ((0.08, 0.56, 0.69, 0.67), (0.01, 0.04, 0.06, 0.06), (0.01, 0.02, 0.03, 0.03)),
+    1000: ((0.06, 0.33, 0.58, 0.58), (0.02, 0.04, 0.05, 0.08), (0.02, 0.04, 0.04, 0.07)),
+    20000: ((0.04, 0.26, 0.32, 0.18), (0.02, 0.08, 0.25, 0.22), (0.02, 0.05, 0.10, 0.11)),
 }
 HELD_OUT_BOUNDS |= {f"nim-{quantity}-{isl}-c{users}": bound for isl, per_quantity in NIM_BOUNDS.items()
                     for quantity, bounds in zip(("ttft", "itl", "tput"), per_quantity, strict=True)
                     for users, bound in zip((1, 5, 25, 50), bounds, strict=True) if bound is not None}
-CEILINGS = {"trtllm": 0.43, "mooncake": 0.13}  # no single TensorRT-LLM or Mooncake row may be off by more
+CEILINGS = {"trtllm": 0.44, "mooncake": 0.13}  # no single TensorRT-LLM or Mooncake row may be off by more
 
 
 def test_every_factor_says_where_it_comes_from() -> None:
@@ -158,7 +158,7 @@ def test_disaggregation_gains_grow_with_the_prompt_as_measured() -> None:
     assert itl == sorted(itl, reverse=True)
 
 
-@pytest.mark.xfail(strict=True, reason="measured +6.5 pp at ISL 1000 (published 0) since the v3 overlap loss; "
+@pytest.mark.xfail(strict=True, reason="measured +6.1 pp at ISL 1000 (published 0) since the v3 overlap loss; "
                                        "the planner overstates DPD's gain on short prompts")
 def test_disaggregation_is_about_even_at_one_thousand_tokens() -> None:
     assert abs(ROWS["dynamo-gain-1000"].predicted) < 3

@@ -222,3 +222,20 @@ def test_users_inside_the_per_request_cost_are_neither_decoding_nor_queued() -> 
     # AND the users it holds (rate x 0.5 s) leave the decode batch: fewer decode, and the rate falls
     assert after.decode_batch <= 32 - after.request_rate * 0.5 + 1e-6
     assert after.decode_batch < before.decode_batch and after.request_rate < before.request_rate
+
+
+def test_a_lone_user_finds_its_engine_idle_and_waits_for_no_step() -> None:
+    # GIVEN one user in a closed loop on one colocated replica, with a short prompt (its prefill is a few steps long)
+    system = _colocated(_workload("256", concurrency=(1,)), nodes=1)
+    costs = step_costs(model=LLAMA_70B, instance=P5, tensor_parallel=8, calibration=CAL)
+    prefill = prefill_seconds(costs, tokens=256, chunk_tokens=CAL.chunk_tokens)
+    step = step_seconds(costs, batch=1, context=256 + 256)
+    # WHEN it sends its request
+    lone = system.at_concurrency(1)
+    # THEN its TTFT is its own prefill: nobody else is decoding, so no step is in flight when it arrives (the
+    # arrival theorem), where half a decode step would add a quarter to this prefill
+    assert step > 0.2 * prefill
+    assert lone.ttft_s == pytest.approx(prefill, rel=0.02)
+    # AND with eight users each arrival finds the others' step in flight and waits for part of it
+    crowded = _colocated(_workload("256", concurrency=(8,)), nodes=1).at_concurrency(8)
+    assert crowded.ttft_s >= prefill + 0.4 * step
