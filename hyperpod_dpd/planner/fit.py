@@ -1,4 +1,4 @@
-"""Refit the calibrated constants to their calibration rows (``bench/calibration.py --fit`` prints the result).
+"""Refit the calibrated constants to their calibration rows (``fit()`` returns the refitted ``Calibration``).
 
 Each constant has exactly one calibration row (``measurements.py``); the constants interact (the prefill efficiency
 changes the Dynamo transfer residual, the overlap loss changes every roofline fit), so they are fitted in turn,
