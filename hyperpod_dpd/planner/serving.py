@@ -226,7 +226,9 @@ def _boundary(engine: Engine, users: float | None = None) -> float:
     """
     stalls = engine.stalls
     length_biased = engine.step + stalls.rate * (engine.step * stalls.mean_s + stalls.second_s2)
-    seen = engine.batch if users is None else engine.batch * max(0.0, users - 1.0) / users if users > 0 else 0.0
+    seen = engine.batch
+    if users is not None:  # a closed loop: the others only
+        seen = engine.batch * max(0.0, users - 1.0) / users if users > 0 else 0.0
     return 0.5 * length_biased * min(1.0, seen)
 
 
