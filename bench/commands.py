@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperpod_dpd.planner import published
-from hyperpod_dpd.planner.calibration import MOONCAKE_EFA, SGLANG
+from hyperpod_dpd.planner.calibration import MOONCAKE_EFA, NIM_TRTLLM, SGLANG
 from hyperpod_dpd.planner.measurements import (
+    LLAMA3_CHAT_TEMPLATE_TOKENS,
     OFFLINE_IN_FLIGHT,
     UNIFORM_1024,
     UNLOADED,
@@ -149,9 +150,11 @@ def _engine_commands() -> dict[str, Command]:
         out[online_key(o, "ttft")] = Command(argv, *_point("colocated", "ttft_p50_ms"), "sglang.yaml")
         out[online_key(o, "itl")] = Command(argv, *_point("colocated", "itl_p50_ms"), "sglang.yaml")
     for n in published.NIM:
-        argv = _args(model="Llama-3.3-70B", instance="ml.p5.48xlarge", input_tokens=n.isl, output_tokens=n.osl,
-                     concurrency=n.users, dtype="fp8", kv_dtype="fp8", colocated_tp=2, colocated_replicas=1,
-                     baseline_nodes=1, mode="colocated")
+        # AIPerf's users start together; each prompt carries Llama 3's chat template; TensorRT-LLM's step budget
+        argv = _args(model="Llama-3.3-70B", instance="ml.p5.48xlarge",
+                     input_tokens=n.isl + LLAMA3_CHAT_TEMPLATE_TOKENS, output_tokens=n.osl, concurrency=n.users,
+                     start="together", max_num_batched_tokens=NIM_TRTLLM["chunk_tokens"], dtype="fp8",
+                     kv_dtype="fp8", colocated_tp=2, colocated_replicas=1, baseline_nodes=1, mode="colocated")
         for quantity, field_ in (("ttft", "ttft_ms"), ("itl", "tpot_ms"), ("tput", "output_tokens_per_s")):
             out[nim_key(n, quantity)] = Command(argv, *_point("colocated", field_))
     return out

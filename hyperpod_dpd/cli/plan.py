@@ -23,6 +23,7 @@ GIB = 1024**3
 DEFAULT_SWEEP = "1,2,4,8,16,32,64"
 PLOT_FORMATS = (".png", ".svg")
 MODES = ("both", "colocated", "disaggregated")  # hyperpod_dpd.planner.plan.MODES, kept here for a fast start-up
+STARTS = ("steady", "together")  # hyperpod_dpd.planner.workload.STARTS, likewise
 CONNECTORS = ("lmcache", "nixl")
 
 
@@ -44,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--request-rate", metavar="R,...", help="open-loop requests per second, instead of concurrency")
     parser.add_argument("--offline", metavar="N", help="offline / maximum throughput: a closed loop that keeps N "
                         "requests in flight, instead of --concurrency or --request-rate")
+    parser.add_argument("--start", metavar="HOW", help="how the --concurrency users start: steady (default, the "
+                        "steady state of a long run) or together (a benchmark's users all start at once with fixed "
+                        "lengths and stay in step; colocated only, with --mode colocated)")
     parser.add_argument("--prefill-nodes", metavar="P", help="prefill nodes (default: recommended, or --env's)")
     parser.add_argument("--decode-nodes", metavar="D", help=f"decode nodes (default 1; the operator supports "
                                                             f"{MAX_DECODE_REPLICAS})")
@@ -173,6 +177,9 @@ def _workload(args: argparse.Namespace) -> Any:
     concurrency = args.concurrency
     offline = positive_int("--offline", args.offline)
     if offline is not None:
+        if choice("--start", args.start, STARTS, "steady") == "together":
+            raise fail("--start", args.start, "users that start together are a closed loop: give --concurrency, "
+                       "not --offline")
         if args.concurrency is not None or args.request_rate is not None:
             raise fail("--offline", args.offline, "give only one of --offline, --concurrency or --request-rate")
         return Workload(inputs=lengths["input_tokens"], outputs=lengths["output_tokens"], concurrency=(offline,),
@@ -181,10 +188,23 @@ def _workload(args: argparse.Namespace) -> Any:
         concurrency = args.sweep or DEFAULT_SWEEP  # a sweep alone is the loads to plan at
     if (concurrency is None) == (args.request_rate is None):
         raise fail("--concurrency", args.concurrency, "give exactly one of --concurrency or --request-rate")
+    start = choice("--start", args.start, STARTS, "steady")
+    if start == "together":
+        if concurrency is None or args.concurrency is None:
+            raise fail("--start", args.start, "users that start together are a closed loop: give --concurrency")
+        for attribute in ("input_tokens", "output_tokens"):
+            if len(lengths[attribute].points) != 1:
+                raise fail("--" + attribute.replace("_", "-"), getattr(args, attribute),
+                           "--start together needs one fixed length: users stay in step only with fixed lengths")
+        if hit:
+            raise fail("--prefix-hit-rate", args.prefix_hit_rate, "is not modelled with --start together")
+        if choice("--mode", args.mode, MODES, "both") != "colocated":
+            raise fail("--mode", args.mode if args.mode is not None else MISSING,
+                       "--start together models colocated replicas only: give --mode colocated")
     try:
         if concurrency is not None:
             return Workload(inputs=lengths["input_tokens"], outputs=lengths["output_tokens"],
-                            concurrency=parse_counts(concurrency), prefix_hit_rate=hit)
+                            concurrency=parse_counts(concurrency), prefix_hit_rate=hit, start=start)
         return Workload(inputs=lengths["input_tokens"], outputs=lengths["output_tokens"],
                         request_rates=parse_rates(args.request_rate), prefix_hit_rate=hit)
     except ValueError as exc:

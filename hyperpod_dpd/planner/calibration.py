@@ -20,11 +20,11 @@ class Calibration:
 
     # Calibrated: Dynamo on p5.48xlarge, Llama-3.1-8B BF16 on one H100, ISL 8000: minimum (unqueued) aggregated TTFT
     # 173 ms (ai-dynamo/dynamo docs/kubernetes/disagg-communication-guide.md, "Break-Even Analysis").
-    prefill_efficiency: float = 0.774
+    prefill_efficiency: float = 0.776
     # Calibrated: NVIDIA NIM 1.8.0 benchmark, Llama-3.3-70B FP8 TP2 on 2 x H100, 5,000 input tokens, concurrency 1:
     # TTFT 406.77 ms (docs.nvidia.com/nim/benchmarking/llm, "Performance"). Fraction of the FP8 (or FP4) dense peak
     # the GEMMs reach; attention stays at the BF16 rate.
-    low_precision_efficiency: float = 0.528
+    low_precision_efficiency: float = 0.567
     # Calibrated: llm-d's peakPrefillThroughput of 33,821 tok/s for gpt-oss-120b (5.1B active) on one H200 per TP1
     # pod (llm-d guides, llm-d/llm-d) = 0.35 of dense BF16 peak. Grouped expert GEMMs run well below dense ones.
     moe_prefill_efficiency: float = 0.35
@@ -39,7 +39,7 @@ class Calibration:
     # (kernels do not overlap them perfectly). Fitted on TensorRT-LLM's offline Llama-3.1-8B FP8 ISL 128 / OSL 2048
     # on one H200: 26,221 output tok/s (NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md @00f37686), the
     # table's largest decode batch, where both matter. hyperpod_dpd/planner/fit.py refits every calibrated constant.
-    overlap_loss: float = 0.658
+    overlap_loss: float = 0.704
     # Assumed 0: a fixed per-step cost outside the kernels (scheduling, sampling, launch). Fitted on vLLM's nightly
     # H200 latency test (Llama-3 8B TP1, 8 x 32 / 128: 834 ms, buildkite.com/vllm/performance-benchmark build 9513) it
     # comes out at 1.2 ms, and then the held-out H100 run of the same test goes from +3% to +12% and the H200
@@ -62,7 +62,7 @@ class Calibration:
     efa_messages_per_s_per_interface: float = 162_100.0
     # Calibrated: Dynamo's disaggregated path added 37 ms to the unqueued TTFT (173 -> 210 ms); the bulk transfer at
     # the efficiency above and the decoder's first step explain all but this (router hop, hand-off, notifications).
-    transfer_fixed_s: float = 0.00473
+    transfer_fixed_s: float = 0.00475
     # Documented (code): LMCache's PD path is not layer-wise. Its layer-wise storer is built without the request's
     # disagg spec ("TODO (Jiayi): need to make layerwise storing compatible with disagg spec", LMCache/LMCache
     # lmcache/integration/vllm/vllm_v1_adapter.py @0043281d, save_kv_layer); the PD send runs in wait_for_save, after
@@ -163,8 +163,13 @@ DYNAMO_NIXL = {"connector_block_tokens": 16, "pd_buffer_copies": 0, "transfer_la
 MOONCAKE_EFA = {"efa_messages_per_s_per_interface": 97.11e9 / 65_536 / 16, "transfer_efficiency": 366.87 / 400}
 
 # SGLang's open-loop H200 runs (``published.ONLINE``, datacrunch-research/h200-benchmarks @c091ef53): its median TTFT
-# carries a per-request cost the engine's steps do not, 35.9 ms, fitted on Llama-3.3-70B TP4 at 1 request/s (85.7 ms
+# carries a per-request cost the engine's steps do not, 35.4 ms, fitted on Llama-3.3-70B TP4 at 1 request/s (85.7 ms
 # measured, 50.2 ms of steps and waiting; calibration). Its 2 and 4 requests/s runs and Llama-3.1-405B TP8 at 1 and
 # 2 requests/s are held out. SGLang's request path crosses three processes (tokenizer manager, scheduler,
 # detokenizer, over ZMQ) and, at these TPs, each TP rank's scheduler.
-SGLANG = {"request_overhead_s": 0.0359}
+SGLANG = {"request_overhead_s": 0.0354}
+
+# NIM's TensorRT-LLM engine (``published.NIM``): its per-step token budget (max_num_tokens) is not published. Fitted
+# among powers of two on the 200 in / 200 out row at concurrency 25 with the users stepped in lock-step (``lockstep``):
+# 1,024 / 2,048 / 4,096 / 8,192 give TTFT -37% / +10% / +99% / +147% (calibration). Every other NIM row is held out.
+NIM_TRTLLM = {"chunk_tokens": 2048}

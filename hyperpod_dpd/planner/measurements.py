@@ -29,7 +29,14 @@ from functools import cache, partial
 from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.catalogue.models import MODELS
 from hyperpod_dpd.planner import published
-from hyperpod_dpd.planner.calibration import DEFAULT_CALIBRATION, DYNAMO_NIXL, MOONCAKE_EFA, SGLANG, Calibration
+from hyperpod_dpd.planner.calibration import (
+    DEFAULT_CALIBRATION,
+    DYNAMO_NIXL,
+    MOONCAKE_EFA,
+    NIM_TRTLLM,
+    SGLANG,
+    Calibration,
+)
 from hyperpod_dpd.planner.formulas import efa_bytes_per_s, rank_line_rate, rdma_rank_bytes_per_s
 from hyperpod_dpd.planner.serving import Colocated, Disaggregated, Point
 from hyperpod_dpd.planner.workload import LengthDistribution, Workload
@@ -81,13 +88,21 @@ def _dynamo(isl: int, calibration: Calibration) -> tuple[Point, Point, Point, Po
             dpd.at_rate(UNLOADED))
 
 
+# AIPerf sends chat completions: Llama 3.x's chat template wraps every prompt in its system block (emitted even
+# without a system message: "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024") and the user and
+# assistant headers (meta-llama/Llama-3.3-70B-Instruct tokenizer_config.json, chat_template). Counted by hand under the
+# tokenizer's splitting (special tokens, words, numbers in runs of at most three digits): about 34 tokens.
+LLAMA3_CHAT_TEMPLATE_TOKENS = 34
+
+
 @cache
 def _nim(inputs: int, outputs: int, users: int, calibration: Calibration) -> Point:
+    """A NIM row: AIPerf's users start together with fixed lengths, so the engine is stepped (``lockstep``)."""
     model = MODELS["Llama-3.3-70B"].with_precision(weights="fp8", kv="fp8")
-    workload = Workload(inputs=LengthDistribution.fixed(inputs), outputs=LengthDistribution.fixed(outputs),
-                        concurrency=(users,))
+    workload = Workload(inputs=LengthDistribution.fixed(inputs + LLAMA3_CHAT_TEMPLATE_TOKENS),
+                        outputs=LengthDistribution.fixed(outputs), concurrency=(users,), start="together")
     return Colocated(model=model, instance=P5, tensor_parallel=2, nodes=1, workload=workload,
-                     calibration=calibration).at_concurrency(users)
+                     calibration=calibration.with_overrides(**NIM_TRTLLM)).at_concurrency(users)
 
 
 @cache

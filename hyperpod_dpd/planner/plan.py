@@ -127,6 +127,9 @@ def make_plan(*, model: ModelSpec, instance: InstanceSpec, workload: Workload, p
         raise PlanError(str(exc)) from None
     if mode not in MODES:
         raise PlanError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    if workload.start == "together" and mode != "colocated":
+        raise PlanError("users that start together are modelled for colocated replicas only: plan with mode "
+                        "colocated (--mode colocated)")
     for role, value, utilization in (
             ("prefill", prefill_tp, calibration.dpd_memory_utilization),
             ("decode", decode_tp, calibration.dpd_memory_utilization),

@@ -100,6 +100,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             "mean_output_tokens": round(plan.workload.outputs.mean, 1),
             "prefix_hit_rate": plan.workload.prefix_hit_rate,
             "offline": plan.workload.offline,
+            "start": plan.workload.start,
         },
         "layout": {"prefill_nodes": plan.layout.prefill_nodes, "decode_nodes": plan.layout.decode_nodes,
                    "baseline_nodes": plan.layout.baseline_nodes,

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from hyperpod_dpd.catalogue.instances import InstanceSpec
 from hyperpod_dpd.catalogue.models import ModelSpec
+from hyperpod_dpd.planner import lockstep
 from hyperpod_dpd.planner.calibration import Calibration
 from hyperpod_dpd.planner.engine import Engine, Joins, closed_loop_engine, decode_engine
 from hyperpod_dpd.planner.formulas import (
@@ -54,7 +55,7 @@ class Point:
     decode_batch: float
     prefill_utilization: float
     saturated: bool = False
-    spread: Spread | None = field(default=None, compare=False, repr=False)
+    spread: Spread | lockstep.Observed | None = field(default=None, compare=False, repr=False)
 
     def _quantile(self, which: str, p: float) -> float:
         if self.spread is None:
@@ -251,6 +252,23 @@ class Colocated(_System):
         self.mean_output = workload.outputs.mean
         self.outputs = workload.outputs.points
         self.offline = workload.offline
+        self.workload, self.calibration = workload, calibration
+
+    def at_concurrency(self, users: float) -> Point:
+        """As ``_System.at_concurrency``; users that start together are stepped through (``lockstep``)."""
+        workload = self.workload
+        if workload.start != "together":
+            return super().at_concurrency(users)
+        found = lockstep.replicas(self.costs, inputs=workload.inputs.maximum, outputs=workload.outputs.maximum,
+                                  users=int(users), count=self.nodes, budget=self.calibration.chunk_tokens,
+                                  max_seqs=self.calibration.max_num_seqs, kv_slots=self.kv_slots,
+                                  overhead_s=self.overhead)
+        if found is None:
+            return _saturated(0.0, users)
+        return Point(request_rate=found.request_rate, concurrency=users, ttft_s=found.ttft_s, tpot_s=found.tpot_s,
+                     output_tokens_per_s=found.output_tokens_per_s, max_itl_s=found.max_step_s,
+                     decode_batch=found.decode_batch, prefill_utilization=found.prefill_utilization,
+                     spread=found.observed)
 
     def evaluate(self, rate: float, users: float | None = None) -> _Eval | None:
         share = rate / self.nodes

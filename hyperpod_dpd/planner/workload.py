@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 
+STARTS = ("steady", "together")
 SPREAD_POINTS = 7  # a mean~spread distribution is represented by this many equally likely lengths
 _PERCENTILE = re.compile(r"p(\d+(?:\.\d+)?)=(\d+)")
 
@@ -148,6 +149,9 @@ class Workload:
     request_rates: tuple[float, ...] = ()
     prefix_hit_rate: float = 0.0  # share of prompt tokens served from the prefix cache
     offline: bool = False  # maximum-throughput run: the closed loop keeps ``concurrency`` requests in flight
+    # "steady": users spread out (the steady state of a long run); "together": a benchmark's users all start at the
+    # same instant with fixed lengths and stay in step (``lockstep``; colocated replicas only)
+    start: str = "steady"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.prefix_hit_rate < 1.0:
@@ -162,6 +166,15 @@ class Workload:
             raise ValueError("concurrency must be at least 1")
         if any(r <= 0 for r in self.request_rates):
             raise ValueError("request rates must be positive")
+        if self.start not in STARTS:
+            raise ValueError(f"start must be one of {', '.join(STARTS)}")
+        if self.start == "together":
+            if not self.concurrency or self.offline:
+                raise ValueError("users that start together are a closed loop: give concurrency levels")
+            if len(self.inputs.points) != 1 or len(self.outputs.points) != 1:
+                raise ValueError("users stay in step only with fixed input and output lengths")
+            if self.prefix_hit_rate:
+                raise ValueError("a prefix hit rate is not modelled for users that start together")
 
     @property
     def closed_loop(self) -> bool:

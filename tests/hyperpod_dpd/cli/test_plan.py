@@ -245,6 +245,15 @@ BAD_INPUT = {
     "unknown mode": (["--mode", "mixed"], "--mode: 'mixed': must be one of both, colocated, disaggregated"),
     "negative threshold": (["--routing-threshold", "-1"],
                            "--routing-threshold: '-1': must be a whole number of at least 0"),
+    "unknown start": (["--start", "staggered"], "--start: 'staggered': must be one of steady, together"),
+    "together with both modes": (["--start", "together"],
+                                 "--mode: missing: --start together models colocated replicas only"),
+    "together with lengths that vary": (["--start", "together", "--mode", "colocated", "--input-tokens", "100,200"],
+                                        "--input-tokens: '100,200': --start together needs one fixed length"),
+    "together offline": (["--start", "together", "--offline", "8"], "--start: 'together': users that start together "
+                                                                    "are a closed loop: give --concurrency, not"),
+    "together with a prefix cache": (["--start", "together", "--mode", "colocated", "--prefix-hit-rate", "0.5"],
+                                     "--prefix-hit-rate: '0.5': is not modelled with --start together"),
 }
 
 
@@ -276,6 +285,30 @@ def test_missing_required_flags_are_named(capsys: pytest.CaptureFixture[str]) ->
     assert (code, err) == (2, "hpdpd: error: --instance: missing: is required\n")
 
 
+def test_users_that_start_together_need_a_closed_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    # WHEN users that start together are asked for at a request rate (an open loop has no users)
+    code, out, err = _run(capsys, *BASE, "--request-rate", "2", "--start", "together", "--mode", "colocated")
+    # THEN it is refused in one line naming --start
+    assert (code, out) == (2, "")
+    assert err == ("hpdpd: error: --start: 'together': users that start together are a closed loop: give "
+                   "--concurrency\n")
+
+
+def test_users_that_start_together_are_stepped_and_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN 16 users of 1,000 / 200 tokens on one TP8 node, once steady and once starting together
+    argv = [*BASE[:6], "1000", "--output-tokens", "200", "--concurrency", "16", "--mode", "colocated",
+            "--baseline-nodes", "1"]
+    steady = _json(capsys, *argv)
+    together = _json(capsys, *argv, "--start", "together")
+    # THEN the JSON names the start, and the stepped cohort's prompts share steps: each waits for the whole cohort's
+    # prefill step instead of a short queue, so TTFT is longer while the decode step stays the same within 10%
+    assert (steady["workload"]["start"], together["workload"]["start"]) == ("steady", "together")
+    s, t = steady["predictions"][0]["colocated"], together["predictions"][0]["colocated"]
+    assert t["ttft_ms"] > 1.5 * s["ttft_ms"]
+    assert t["tpot_ms"] == pytest.approx(s["tpot_ms"], rel=0.1)
+    assert t["ttft_p99_ms"] >= t["ttft_p50_ms"] > 0
+
+
 def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     code, out, err = _run(capsys, *argv, "--output", "json")
     assert code == 0, err
@@ -302,13 +335,15 @@ def test_published_setups_are_expressible_through_flags(capsys: pytest.CaptureFi
     assert point["disaggregated"]["output_tokens_per_s"] == pytest.approx(predicted["dynamo-tput-disaggregated"],
                                                                           abs=0.1)
     assert data["layout"]["prefill_replicas_per_node"] == data["layout"]["decode_replicas_per_node"] == 1
-    # GIVEN NIM's benchmark: Llama-3.3-70B FP8 weights and KV, one TP2 engine on an H100 node, colocated only
-    data = _json(capsys, "plan", "--model", "Llama-3.3-70B", "--instance", "ml.p5.48xlarge", "--input-tokens", "5000",
+    # GIVEN NIM's benchmark: Llama-3.3-70B FP8 weights and KV, one TP2 engine on an H100 node, colocated only, AIPerf's
+    # users starting together, each prompt carrying the chat template, TensorRT-LLM's 2,048-token step budget
+    data = _json(capsys, "plan", "--model", "Llama-3.3-70B", "--instance", "ml.p5.48xlarge", "--input-tokens", "5034",
                  "--output-tokens", "500", "--concurrency", "50", "--dtype", "fp8", "--kv-dtype", "fp8",
-                 "--colocated-tp", "2", "--colocated-replicas", "1", "--baseline-nodes", "1", "--mode", "colocated")
+                 "--colocated-tp", "2", "--colocated-replicas", "1", "--baseline-nodes", "1", "--mode", "colocated",
+                 "--start", "together", "--max-num-batched-tokens", "2048")
     point = data["predictions"][0]
     # THEN the colocated prediction is the table's, and the disaggregated one is not reported
-    assert data["mode"] == "colocated" and "disaggregated" not in point
+    assert data["mode"] == "colocated" and "disaggregated" not in point and data["workload"]["start"] == "together"
     assert point["colocated"]["tpot_ms"] == pytest.approx(predicted["nim-itl-5000-c50"], abs=0.01)
     assert point["colocated"]["output_tokens_per_s"] == pytest.approx(predicted["nim-tput-5000-c50"], abs=0.1)
 

@@ -28,11 +28,7 @@ def _p90(values: list[float]) -> float:
     return values[min(len(values) - 1, int(0.9 * len(values)))]
 
 
-MISSES = {
-    ("H100", "ttft"): "measured median 31%, P90 62% over 21 points: NIM's TTFT at concurrency 5-50 for prompts up "
-                      "to 1,000 tokens is 34-68% short (it grows by 3-8 decode steps from 1 user, whatever the "
-                      "prompt's length; no queue of the model gives that), and Dynamo's aggregated P95 is 41% short",
-}
+MISSES: dict[tuple[str, str], str] = {}  # (GPU, quantity): the measured errors, while a bucket misses
 BUCKETS = [pytest.param(gpu, metric, marks=[pytest.mark.xfail(strict=True, reason=MISSES[(gpu, metric)])]
                         if (gpu, metric) in MISSES else [])
            for gpu in ("H100", "H200") for metric in ("ttft", "tpot", "throughput")]
@@ -63,7 +59,7 @@ BAND_MISSES = {
                                       "~50 ms more per request on the single prefiller (C=16), a cost no published "
                                       "measurement supports",
     ("ml.p5.48xlarge", "e2e_p50"): "measured -24%, -36%, -37% (band -14...-32%), the same prefiller-bound gap",
-    ("ml.p5en.48xlarge", "tpot"): "measured -31%, -49%, -67% (band -28...-48%); a per-request decoder cost large "
+    ("ml.p5en.48xlarge", "tpot"): "measured -31%, -48%, -67% (band -28...-48%); a per-request decoder cost large "
                                   "enough for -48% at concurrency 32 (~48 ms per join) takes concurrency 8 to -19%, "
                                   "out of the band's other end",
 }

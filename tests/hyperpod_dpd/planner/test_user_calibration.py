@@ -50,7 +50,7 @@ def test_a_file_replaces_the_named_constants_and_says_where_they_were_measured()
     for f in fields(Calibration):
         if f.name not in ("transfer_fixed_s", "hbm_efficiency", "notes"):
             assert getattr(calibration, f.name) == getattr(DEFAULT_CALIBRATION, f.name)
-    assert DEFAULT_CALIBRATION.transfer_fixed_s == 0.00473
+    assert DEFAULT_CALIBRATION.transfer_fixed_s == 0.00475
     assert DEFAULT_CALIBRATION.notes["transfer_fixed_s"].startswith("calibrated: Dynamo")
     # AND the plan's calibration block lists the replaced constants
     block = calibration_dict(calibration)
