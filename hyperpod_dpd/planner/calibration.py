@@ -22,8 +22,9 @@ class Calibration:
     # 173 ms (ai-dynamo/dynamo docs/kubernetes/disagg-communication-guide.md, "Break-Even Analysis").
     prefill_efficiency: float = 0.776
     # Calibrated: NVIDIA NIM 1.8.0 benchmark, Llama-3.3-70B FP8 TP2 on 2 x H100, 5,000 input tokens, concurrency 1:
-    # TTFT 406.77 ms (docs.nvidia.com/nim/benchmarking/llm, "Performance"). Fraction of the FP8 (or FP4) dense peak
-    # the GEMMs reach; attention stays at the BF16 rate.
+    # TTFT 406.77 ms (docs.nvidia.com/nim/benchmarking/llm, "Performance"), the prompt with its chat template prefilled
+    # in NIM's 2,048-token steps (``NIM_TRTLLM``). Fraction of the FP8 (or FP4) dense peak the GEMMs reach; attention
+    # stays at the BF16 rate.
     low_precision_efficiency: float = 0.567
     # Calibrated: llm-d's peakPrefillThroughput of 33,821 tok/s for gpt-oss-120b (5.1B active) on one H200 per TP1
     # pod (llm-d guides, llm-d/llm-d) = 0.35 of dense BF16 peak. Grouped expert GEMMs run well below dense ones.
@@ -171,5 +172,5 @@ SGLANG = {"request_overhead_s": 0.0354}
 
 # NIM's TensorRT-LLM engine (``published.NIM``): its per-step token budget (max_num_tokens) is not published. Fitted
 # among powers of two on the 200 in / 200 out row at concurrency 25 with the users stepped in lock-step (``lockstep``):
-# 1,024 / 2,048 / 4,096 / 8,192 give TTFT -37% / +10% / +99% / +147% (calibration). Every other NIM row is held out.
+# 1,024 / 2,048 / 4,096 / 8,192 give TTFT -40% / +6% / +73% / +198% (calibration). Every other NIM row is held out.
 NIM_TRTLLM = {"chunk_tokens": 2048}
