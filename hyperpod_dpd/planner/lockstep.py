@@ -103,7 +103,7 @@ def run(costs: StepCosts, *, inputs: int, outputs: int, users: int, budget: int,
         return None
     admit = max(1, min(max_seqs, int(kv_slots // (inputs + outputs))))
     now = 0.0
-    waiting: list[list[float]] = [[overhead_s, 0.0, 0] for _ in range(users)]  # [ready, sent, prefilled]
+    waiting: list[list[float]] = [[overhead_s, overhead_s, 0] for _ in range(users)]  # [ready, sent, prefilled]
     decoding: list[list[float]] = []  # [tokens left, context, sent, first token at]
     ttfts: list[float] = []
     tpots: list[float] = []
