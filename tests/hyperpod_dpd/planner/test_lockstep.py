@@ -151,3 +151,12 @@ def test_a_long_benchmark_row_is_stepped_fast() -> None:
     # THEN it is planned well within the 0.1 s of CPU a plan may take
     assert time.process_time() - start < 0.1
     assert point.ttft_s > 10 * point.tpot_s * 2000 / 50  # most users wait for a KV slot
+
+
+@pytest.mark.parametrize(("decoders", "context", "chunk", "start"), [(0, 0.0, 500, 0), (12, 24_000.0, 2048, 4096),
+                                                                      (40, 90_000.0, 0, 0)])
+def test_a_lock_step_is_the_planners_step(decoders: int, context: float, chunk: int, start: int) -> None:
+    # GIVEN one step with at most one chunk THEN the lock-step run times it as the planner's step model does
+    pieces = [(chunk, start, True)] if chunk else []
+    expected = step_seconds(COSTS, batch=decoders, context=context, chunk=chunk, chunk_context=start)
+    assert lockstep._step(COSTS, decoders, context, pieces) == pytest.approx(expected, rel=1e-12)
