@@ -1,7 +1,8 @@
 """``hpdpd verify``: the KV-fabric gate of one endpoint, from the live cluster, its logs and its metrics.
 
 Checks (stable names): ``iec``, ``pods:prefill``, ``pods:decode``, ``autoscaling:prefill`` and ``autoscaling:decode``
-(a role with a Prometheus trigger), ``same-az``, ``separate-nodes``, ``efa:prefill``, ``efa:decode``,
+(a role with a Prometheus trigger), ``metrics-scope`` (with ``--prometheus``: the endpoint's series come from one
+cluster, :mod:`hyperpod_dpd.ops.verify_scope`), ``same-az``, ``separate-nodes``, ``efa:prefill``, ``efa:decode``,
 ``transfer-backend``, ``kv-throughput``, ``kv-retrieve``; with the probe also ``probe:provider:prefill``,
 ``probe:provider:decode``, ``probe:bandwidth`` (hyperpod_dpd.ops.probe). The rows are built by
 :mod:`hyperpod_dpd.ops.verify_checks` and :mod:`hyperpod_dpd.ops.verify_autoscaling`.
@@ -67,6 +68,7 @@ from hyperpod_dpd.ops.verify_checks import (
     throughput_check,
     zone_check,
 )
+from hyperpod_dpd.ops.verify_scope import scope_check
 from hyperpod_dpd.ops.workloads import Node, Pod, nodes, parse_pod, warning_events
 
 WINDOW_TAIL_LINES = 20000  # the newest lines of each pod's window (a prefiller logs one store line per rank and request)
@@ -136,6 +138,8 @@ def verify_endpoint(kube: Kube, target: Target) -> VerifyReport:
     for role in DPD_ROLES:  # an autoscaled role is held to its min_replicas: KEDA may have scaled it down to that
         rows.append(pods_check(role, [p for p in pods if p.role == role], expected_pods(e, role), events))
     rows += trigger_checks(e, target.prometheus)  # autoscaling:<role>: does the trigger query find a series
+    if target.prometheus is not None:  # metrics-scope: do the endpoint's series come from this cluster alone
+        rows.append(scope_check(e, target.prometheus))
     running_docs = [d for d, p in zip(documents, pods, strict=True) if p.running]
     running = [parse_pod(d) for d in running_docs]
     rows += [zone_check(running, cluster), node_check(running)]

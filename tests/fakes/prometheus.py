@@ -2,7 +2,9 @@
 
 ``series`` maps a metric name (as it appears in the query's ``__name__`` regex or selector) to the value an
 ``increase(...)`` over it returns; a query naming none of them returns an empty vector, as Prometheus does for a
-series it never scraped. ``status`` makes every query fail with that HTTP status; queries are recorded.
+series it never scraped. ``grouped`` maps a text a query contains (``count by (cluster_id)``) to the label sets of
+the vector it answers, one sample of value 1 each, as an aggregation ``by`` a label answers one per value.
+``status`` makes every query fail with that HTTP status; queries are recorded.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from urllib.parse import parse_qs, urlparse
 class FakePrometheus:
     series: dict[str, float] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    grouped: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     status: int = 0
     queries: list[str] = field(default_factory=list)
     url: str = ""
@@ -34,6 +37,9 @@ class FakePrometheus:
             return 404, {"status": "error", "errorType": "not_found", "error": path}
         result = [{"metric": dict(self.labels), "value": [1767225600, str(value)]}
                   for name, value in self.series.items() if name in expr.replace("[:_]", ":")]
+        for text, label_sets in self.grouped.items():
+            if text in expr:
+                result = [{"metric": dict(labels), "value": [1767225600, "1"]} for labels in label_sets]
         kind = "matrix" if path.endswith("query_range") else "vector"
         if kind == "matrix":
             result = [{"metric": r["metric"], "values": [r["value"]]} for r in result]
