@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from hyperpod_dpd.catalogue.operator import MAX_DECODE_REPLICAS
 from hyperpod_dpd.cli.output import print_json
 from hyperpod_dpd.cli.plan_report import print_report
 from hyperpod_dpd.cli.plan_values import choice, count, fail, fraction, milliseconds, positive_int, required
-from hyperpod_dpd.errors import MISSING, ConfigError
+from hyperpod_dpd.errors import MISSING
 
 GIB = 1024**3
 DEFAULT_SWEEP = "1,2,4,8,16,32,64"
@@ -92,6 +91,9 @@ def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentPa
     parser.add_argument("--sweep", metavar="C,...", nargs="?", const=DEFAULT_SWEEP,
                         help=f"also predict both modes over these loads and print the table (default {DEFAULT_SWEEP})")
     parser.add_argument("--env", metavar="NAME", help="check the layout against <config-dir>/NAME.yaml's instance groups")
+    parser.add_argument("--endpoint", metavar="NAME", help="with --env: plan that environment's endpoint as "
+                        "configured (model, instance, TP, replicas, routing threshold, max_model_len, SLO, vLLM "
+                        "flags); a flag given here replaces its value")
     parser.add_argument("--config-dir", metavar="DIR", help="directory of environment files (default: $HPDPD_CONFIG_DIR, "
                         "else ./config)")
     parser.add_argument("--plot", metavar="FILE", help="draw TTFT, TPOT (P50, P99), throughput and goodput against load "
@@ -213,56 +215,6 @@ def _workload(args: argparse.Namespace) -> Any:
         raise fail(flag, value, str(exc)) from None
 
 
-@dataclass(frozen=True)
-class _Target:
-    """What ``--env`` contributes: group names, node counts of the planned type, and the Region."""
-
-    name: str
-    source: str
-    region: str
-    prefill_group: str
-    decode_group: str
-    prefill_nodes: int
-    decode_nodes: int
-    prices: dict[str, float]
-
-
-def _environment(name: str, instance_text: str | None, directory: str | None = None) -> tuple[_Target, str]:
-    from hyperpod_dpd.config import config_dir, load_environment
-    from hyperpod_dpd.config.loader import display_path
-
-    env = load_environment(name, config_dir(directory))
-    source = display_path(config_dir(directory) / f"{name}.yaml")
-    groups = {role: env.hyperpod.groups(role) for role in ("prefill", "decode")}
-    if instance_text is None:
-        every = [g for role in groups.values() for g in role]
-        active = [g for g in every if not g.parked] or every  # a parked group's type is not the one to plan
-        types = sorted({g.instance_type for g in active})
-        if len(types) != 1:
-            raise ConfigError.single(source, "hyperpod.instance_groups", types,
-                                     "prefill and decode groups use different instance types; pass --instance")
-        instance_text = types[0]
-    counts = {}
-    names = {}
-    for role, role_groups in groups.items():
-        matching = [g for g in role_groups if g.instance_type == instance_text]
-        if not matching:
-            have = ", ".join(f"{g.name}: {g.count} x {g.instance_type}" for g in role_groups) or "none"
-            raise ConfigError.single(source, "hyperpod.instance_groups", instance_text,
-                                     f"environment {name} has no {role} group of this type ({have})")
-        running = [g for g in matching if not g.parked]
-        if not running:
-            parked = ", ".join(g.name for g in matching)
-            raise ConfigError.single(source, "hyperpod.instance_groups", instance_text,
-                                     f"environment {name}'s {role} groups of this type are parked (count 0): {parked}; "
-                                     "set a count to plan against them")
-        counts[role] = sum(g.count for g in running)
-        names[role] = running[0].name
-    return _Target(name=name, source=source, region=env.region, prefill_group=names["prefill"],
-                   decode_group=names["decode"], prefill_nodes=counts["prefill"],
-                   decode_nodes=counts["decode"], prices=dict(env.cost.prices)), instance_text
-
-
 def _sweep(args: argparse.Namespace, workload: Any) -> tuple[float, ...]:
     from hyperpod_dpd.planner.workload import parse_counts, parse_rates
 
@@ -298,8 +250,25 @@ def run(args: argparse.Namespace) -> int:
     from hyperpod_dpd.planner.report import plan_dict
     from hyperpod_dpd.planner.verdict import Slo
 
+    env = settings = None
+    taken: dict[str, str] = {}
+    if args.endpoint is not None and not args.env:
+        raise fail("--endpoint", args.endpoint, "names an endpoint of an environment: give --env NAME too")
+    if args.env:
+        from hyperpod_dpd.cli import plan_env
+
+        env, source = plan_env.load(args.env, args.config_dir)
+        if args.endpoint is not None:
+            if args.emit_endpoint:
+                raise fail("--emit-endpoint", True, "writes a new endpoint block; --endpoint plans one that is "
+                           "already configured: give one of them")
+            settings = plan_env.endpoint_settings(env, source, args.endpoint)
+            taken = plan_env.fill(args, settings)
     chosen_model = _chosen_model(args)
-    calibration = DEFAULT_CALIBRATION.with_overrides(**_engine_overrides(args))
+    overrides = _engine_overrides(args)
+    if settings is not None:
+        overrides["dpd_memory_utilization"] = settings.dpd_memory_utilization
+    calibration = DEFAULT_CALIBRATION.with_overrides(**overrides)
     if args.calibration:
         from hyperpod_dpd.planner.user_calibration import load_calibration
 
@@ -315,8 +284,9 @@ def run(args: argparse.Namespace) -> int:
     sweep = _sweep(args, workload)
     target = None
     instance_text = args.instance
-    if args.env:
-        target, instance_text = _environment(args.env, instance_text, args.config_dir)
+    if env is not None:
+        target, instance_text = plan_env.environment_target(env, source, instance_text,
+                                                            settings.groups if settings is not None else None)
     chosen_instance = _instance(instance_text if instance_text is not None else required(args, "instance"))
     capacity = None
     if target is not None:
@@ -342,6 +312,8 @@ def run(args: argparse.Namespace) -> int:
                      kv_dtype=_dtype("--kv-dtype", args.kv_dtype, chosen_instance), max_model_len=max_len, slo=slo,
                      sweep=sweep, prices=target.prices if target is not None else None, capacity=capacity)
     notes = list(plan.warnings)
+    if settings is not None:
+        notes[:0] = settings.notes
     if capacity is not None and plan.recommendation.sized_prefill_replicas > plan.layout.prefill_nodes \
             and not plan.layout.what_if:
         notes.append(f"the workload would want {plan.recommendation.sized_prefill_replicas} prefill nodes; "
@@ -368,8 +340,12 @@ def run(args: argparse.Namespace) -> int:
         data["warnings"] = notes
         if target is not None:
             data["environment"] = target.name
+        if settings is not None:
+            data["endpoint"] = {"name": settings.name, "path": settings.path, "from_endpoint": taken}
         print_json(data)
         return 0
+    if settings is not None:
+        sys.stdout.write(plan_env.described(settings, taken) + "\n")
     if plan.mode != "both":
         _print_one_mode(plan, notes)
         return 0
