@@ -144,18 +144,19 @@ def _layout(role: str, replicas: int, per_node: int, source: str, path: str) -> 
 
 
 # vLLM flags in an endpoint's args the planner models: vLLM flag -> (planner flag, the role whose value decides)
-# (vLLM's argparse keeps the last occurrence; vllm/engine/arg_utils.py EngineArgs.add_cli_args)
+# (the last occurrence, as vLLM's argparse keeps it: hyperpod_dpd/config/vllm_args.py)
 _VLLM_FLAGS = {"--max-num-seqs": ("--max-num-seqs", "decode"),
                "--max-num-batched-tokens": ("--max-num-batched-tokens", "prefill"),
                "--kv-cache-dtype": ("--kv-dtype", "decode")}
 
 
 def _engine_flags(argv: Mapping[str, Sequence[str]], source: str, path: str, notes: list[str]) -> dict[str, str]:
-    from hyperpod_dpd.ops.fabric import KV_DTYPES
+    from hyperpod_dpd.config.vllm_args import last_flag_value
+    from hyperpod_dpd.ops.fabric import KV_DTYPES, NIXL_CONNECTOR, connector
 
     out: dict[str, str] = {}
     for vllm_flag, (flag, deciding) in _VLLM_FLAGS.items():
-        values = {role: _last(args, vllm_flag) for role, args in argv.items()}
+        values = {role: last_flag_value(args, vllm_flag) for role, args in argv.items()}
         value = values[deciding]
         if value is None:
             continue
@@ -170,19 +171,9 @@ def _engine_flags(argv: Mapping[str, Sequence[str]], source: str, path: str, not
                                          f"the planner (modelled: {', '.join(KV_DTYPES)})")
             value = KV_DTYPES[value] or "bf16"
         out[flag] = value
-    if any("NixlConnector" in " ".join(args) for args in argv.values()):
+    if any(connector(args) == NIXL_CONNECTOR for args in argv.values()):
         out["--kv-connector"] = "nixl"
     return out
-
-
-def _last(argv: Sequence[str], flag: str) -> str | None:
-    found = None
-    for index, part in enumerate(argv):
-        if part == flag and index + 1 < len(argv):
-            found = argv[index + 1]
-        elif part.startswith(flag + "="):
-            found = part.split("=", 1)[1]
-    return found
 
 
 def fill(args: argparse.Namespace, settings: EndpointSettings) -> dict[str, str]:

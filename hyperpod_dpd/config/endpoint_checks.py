@@ -50,6 +50,7 @@ from hyperpod_dpd.config.endpoint_pods import (
 from hyperpod_dpd.config.endpoint_rollout import duplicate_name_issues, rollout_issues
 from hyperpod_dpd.config.names import DNS_LABEL_MAX, is_unresolved
 from hyperpod_dpd.config.network import public_cidrs_problem
+from hyperpod_dpd.config.vllm_args import kv_format_issues
 from hyperpod_dpd.errors import MISSING, Issue
 
 if TYPE_CHECKING:
@@ -128,6 +129,7 @@ def _local_issues(e: EndpointFields, path: str) -> Iterator[Issue]:
     yield from e.model_cache.issues(e.instance_type, join(path, "model_cache"))  # docs/cold-start.md
     for where, args in (("args", e.args), ("prefill.args", e.prefill.args), ("decode.args", e.decode.args)):
         yield from managed_flag_issues(join(path, where), args)
+    yield from kv_format_issues(e, path)  # one KV format on both roles (config/vllm_args)
     yield from autoscaling_issues(e, path, decoder_refused=bool(decode))  # endpoint_autoscaling_checks
     if prefill_image == decode_image:  # one image (else refused above): what it cannot run is refused too
         yield from image_issues(e, path)

@@ -20,6 +20,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hyperpod_dpd.config.vllm_args import flag_values, last_flag_value
+
 LMCACHE_CONNECTOR = "LMCacheConnectorV1"
 NIXL_CONNECTOR = "NixlConnector"
 KV_TRANSFER_FLAG = "--kv-transfer-config"
@@ -71,44 +73,28 @@ def command_line(document: Mapping[str, Any]) -> list[str]:
 
 def kv_connector(documents: Sequence[Mapping[str, Any]]) -> str | None:
     """The connector every given worker names in ``--kv-transfer-config``; None when unknown or when they differ."""
-    found = {_connector(command_line(d)) for d in documents}
+    found = {connector(command_line(d)) for d in documents}
     return found.pop() if len(found) == 1 else None
 
 
-def _connector(argv: list[str]) -> str | None:
-    for index, part in enumerate(argv):
-        value = None
-        if part == KV_TRANSFER_FLAG and index + 1 < len(argv):
-            value = argv[index + 1]
-        elif part.startswith(KV_TRANSFER_FLAG + "="):
-            value = part.split("=", 1)[1]
-        elif KV_TRANSFER_FLAG in part:  # a shell command line: the JSON sits inside one string
-            value = part.split(KV_TRANSFER_FLAG, 1)[1]
-        if value is not None:
-            try:
-                parsed = json.loads(value.strip().strip("'"))
-                if isinstance(parsed, dict) and isinstance(parsed.get("kv_connector"), str):
-                    return str(parsed["kv_connector"])
-            except ValueError:
-                pass
-            match = KV_CONNECTOR_FIELD.search(value)
-            if match:
-                return match.group(1)
+def connector(argv: Sequence[str]) -> str | None:
+    """The ``kv_connector`` of the last ``--kv-transfer-config`` in ``argv`` that names one; None when none does."""
+    for value in reversed(flag_values(argv, KV_TRANSFER_FLAG, rest_of_line=True)):
+        try:
+            parsed = json.loads(value.strip().strip("'"))
+            if isinstance(parsed, dict) and isinstance(parsed.get("kv_connector"), str):
+                return str(parsed["kv_connector"])
+        except ValueError:
+            pass
+        match = KV_CONNECTOR_FIELD.search(value)
+        if match:
+            return match.group(1)
     return None
 
 
 def kv_cache_dtype(argv: Sequence[str]) -> str | None:
-    """The ``--kv-cache-dtype`` value (``auto`` when absent, vLLM's default)."""
-    for index, part in enumerate(argv):
-        if part == KV_CACHE_DTYPE_FLAG and index + 1 < len(argv):
-            return argv[index + 1]
-        if part.startswith(KV_CACHE_DTYPE_FLAG + "="):
-            return part.split("=", 1)[1]
-        if KV_CACHE_DTYPE_FLAG in part:  # inside a shell command line
-            match = re.search(re.escape(KV_CACHE_DTYPE_FLAG) + r"[ =]([A-Za-z0-9_]+)", part)
-            if match:
-                return match.group(1)
-    return "auto"
+    """The ``--kv-cache-dtype`` value vLLM runs with: the last one given, ``auto`` (its default) when absent."""
+    return last_flag_value(argv, KV_CACHE_DTYPE_FLAG) or "auto"
 
 
 def kv_bytes_per_token_per_rank(endpoint: Any, argv: Sequence[str]) -> int | None:

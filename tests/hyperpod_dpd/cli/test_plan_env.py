@@ -82,12 +82,13 @@ def test_the_text_report_opens_with_the_endpoint_and_its_values(capsys: pytest.C
 def test_tp4_replicas_share_a_node_and_vllm_flags_and_slo_are_read(capsys: pytest.CaptureFixture[str],
                                                                   custom: Callable[..., None]) -> None:
     # GIVEN an endpoint at TP 4 with two prefill replicas on its one prefill node, vLLM flags in its args, its own
-    # SLO, an FP8 KV cache on the decoder only and a lower memory share
+    # SLO, an FP8 KV cache (set twice: vLLM keeps the last) and a lower memory share
     def tp4(e: dict[str, Any]) -> None:
         e.update(tensor_parallel_size=4, gpu_memory_utilization=0.7, slo={"ttft_ms": 1500, "tpot_ms": 40},
-                 args=["--max-num-seqs", "256", "--max-num-batched-tokens=4096"])
+                 args=["--max-num-seqs", "256", "--max-num-batched-tokens=4096", "--kv-cache-dtype", "auto",
+                       "--kv-cache-dtype=fp8"])
         e["prefill"]["replicas"] = 2
-        e["decode"]["args"] = ["--kv-cache-dtype", "fp8", "--max-num-seqs", "128"]
+        e["decode"]["args"] = ["--max-num-seqs", "128"]
     custom(_endpoint(tp4))
     data = _json(capsys, *ENDPOINT)
     taken = data["endpoint"]["from_endpoint"]
@@ -103,7 +104,7 @@ def test_tp4_replicas_share_a_node_and_vllm_flags_and_slo_are_read(capsys: pytes
     # AND the roles' differing vLLM values are named, with the one the plan used
     assert any(w.startswith("--max-num-seqs is 256 on prefill and 128 on decode; planned with the decode role's")
                for w in data["warnings"])
-    assert any(w.startswith("--kv-cache-dtype is unset on prefill and fp8 on decode") for w in data["warnings"])
+    assert not any(w.startswith("--kv-cache-dtype") for w in data["warnings"])
 
 
 def test_a_tp_flag_drops_the_endpoints_replicas_per_node(capsys: pytest.CaptureFixture[str],
@@ -182,3 +183,22 @@ def test_a_model_outside_the_catalogue_plans_with_model_config(capsys: pytest.Ca
     data = _json(capsys, *ENDPOINT, "--model-config", str(config))
     # THEN the rest of the endpoint is planned, and --model was not taken from the file
     assert "--model" not in data["endpoint"]["from_endpoint"] and data["layout"]["prefill_nodes"] == 1
+
+
+def test_a_nixl_connector_in_the_args_is_planned_as_nixl(capsys: pytest.CaptureFixture[str],
+                                                         custom: Callable[..., None]) -> None:
+    # GIVEN an endpoint whose args end with vLLM's own NIXL connector, after an LMCache one
+    lmcache, nixl = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}', '{"kv_connector":"NixlConnector"}'
+    custom(_endpoint(lambda e: e.update(args=["--kv-transfer-config", lmcache, f"--kv-transfer-config={nixl}"])))
+    # THEN the plan models the connector vLLM runs with: the last one given
+    assert _json(capsys, *ENDPOINT)["endpoint"]["from_endpoint"]["--kv-connector"] == "nixl"
+
+
+def test_a_kv_dtype_differing_between_the_roles_is_refused_before_planning(capsys: pytest.CaptureFixture[str],
+                                                                           custom: Callable[..., None]) -> None:
+    # GIVEN an FP8 KV cache on the decoder only: the prefiller's BF16 blocks could not be received
+    custom(_endpoint(lambda e: e["decode"].update(args=["--kv-cache-dtype", "fp8"])))
+    code, out, err = _run(capsys, *ENDPOINT)
+    # THEN one line names the file, the field and the rule, and nothing is planned
+    assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1, err
+    assert "dev.yaml: endpoints[0].decode.args[0]: '--kv-cache-dtype': sets --kv-cache-dtype fp8 on decode" in err

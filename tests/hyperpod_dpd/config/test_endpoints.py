@@ -188,6 +188,16 @@ SEMANTIC_ERRORS: dict[str, tuple[dict[str, Any], str, str, str]] = {
     "managed vLLM flag in role args": (
         {"prefill": {"args": ["--tensor-parallel-size=4"]}}, "prefill.args[0]", "'--tensor-parallel-size=4'",
         "is set by hyperpod-dpd"),
+    "KV cache dtype on the decoder only": (
+        {"decode": {"args": ["--max-num-seqs", "64", "--kv-cache-dtype", "fp8"]}}, "decode.args[2]",
+        "'--kv-cache-dtype'", "sets --kv-cache-dtype fp8 on decode while prefill runs auto (vLLM default): "
+        "prefiller and decoder must hold the KV cache in one format"),
+    "KV cache dtype overridden by the prefiller's own args": (
+        {"args": ["--kv-cache-dtype=fp8"], "prefill": {"args": ["--kv-cache-dtype=auto"]}}, "prefill.args[0]",
+        "'--kv-cache-dtype=auto'", "sets --kv-cache-dtype auto on prefill while decode runs fp8:"),
+    "model dtype set twice on the decoder, the last one differing": (
+        {"decode": {"args": ["--dtype", "bfloat16", "--dtype", "float16"]}}, "decode.args[2]", "'--dtype'",
+        "sets --dtype float16 on decode while prefill runs auto (vLLM default)"),
     "replicas outside the autoscaling range": (
         {"prefill": {"replicas": 5, "autoscaling": {"max_replicas": 3, "cloudwatch": {
             "metric_name": "m", "namespace": "n", "target_value": 1}}}}, "prefill.replicas", "5",
@@ -234,6 +244,10 @@ def test_python_endpoint_errors_name_the_field_value_and_what_is_allowed(case: s
     {"environment": {"PYTHONHASHSEED": "0"}},
     {"tensor_parallel_size": 4},
     {"name": "a" * 25, "namespace": "b" * 14},
+    {"args": ["--kv-cache-dtype", "fp8"]},  # one KV format, set once for both roles
+    {"prefill": {"args": ["--kv-cache-dtype=fp8"]}, "decode": {"args": ["--kv-cache-dtype", "fp8"]}},
+    {"args": ["--kv-cache-dtype", "fp8"], "decode": {"args": ["--kv-cache-dtype", "auto", "--kv-cache-dtype", "fp8"]}},
+    {"decode": {"args": ["--dtype", "auto"]}},  # vLLM's default, stated on one role
 ])
 def test_allowed_edge_cases_pass(change: dict[str, Any]) -> None:
     parse_endpoint(minimal(**change))

@@ -10,6 +10,7 @@ from hyperpod_dpd.catalogue.instances import instance
 from hyperpod_dpd.config import load_environment
 from hyperpod_dpd.ops.fabric import (
     kv_bytes_per_token_per_rank,
+    kv_cache_dtype,
     kv_connector,
     per_device_line_rate_gbps,
     per_rank_line_rate_gbps,
@@ -48,3 +49,19 @@ def test_kv_bytes_per_token_follow_the_catalogue_and_the_kv_dtype() -> None:
     assert kv_bytes_per_token_per_rank(ENDPOINT, ["--kv-cache-dtype=fp8_inc"]) is None
     unknown = ENDPOINT.model_copy(update={"model": ENDPOINT.model.model_copy(update={"name": "my-own-model"})})
     assert kv_bytes_per_token_per_rank(unknown, []) is None
+
+
+def test_the_kv_dtype_and_connector_are_the_last_ones_given_as_vllms_argparse_keeps() -> None:
+    # GIVEN args naming --kv-cache-dtype twice, in each form vLLM accepts, and inside a shell command line
+    assert kv_cache_dtype(["--kv-cache-dtype", "fp8", "--kv-cache-dtype=auto"]) == "auto"
+    assert kv_cache_dtype(["--kv-cache-dtype=auto", "--max-num-seqs", "8", "--kv-cache-dtype", "fp8"]) == "fp8"
+    assert kv_cache_dtype(["sh", "-c", "vllm serve /m --kv-cache-dtype fp8 --kv-cache-dtype='bfloat16' --port 8"]) \
+        == "bfloat16"
+    # AND a longer flag sharing the prefix is not read as it; no flag at all is vLLM's default
+    assert kv_cache_dtype(["sh", "-c", "vllm serve /m --kv-cache-dtype-skip-layers 0"]) == "auto"
+    assert kv_cache_dtype(["--model", "/m"]) == "auto"
+    # THEN the KV bytes follow the value the server runs with
+    assert kv_bytes_per_token_per_rank(ENDPOINT, ["--kv-cache-dtype", "fp8", "--kv-cache-dtype", "auto"]) == 40960
+    # AND of two --kv-transfer-config, the last names the connector
+    first, last = ('{"kv_connector":"LMCacheConnectorV1"}', '{"kv_connector":"NixlConnector"}')
+    assert kv_connector([worker("--kv-transfer-config", first, "--kv-transfer-config", last)]) == "NixlConnector"
