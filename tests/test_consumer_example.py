@@ -191,6 +191,15 @@ def test_example_app_with_its_own_stacks_and_infra_synthesizes(synthesized_examp
     # THEN the platform and the consumer's own construct share the stack
     assert {"AWS::EC2::VPC", "AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::EKS::Addon",
             "Custom::AWSCDK-EKS-KubernetesResource", "AWS::SNS::Topic"} <= types
+    # AND the consumer's on-call topic is encrypted with a key of its own, which CloudWatch alarms may use (the
+    # AWS-managed alias/aws/sns key's policy cannot grant them)
+    topic = next(r for k, r in template["Resources"].items() if r["Type"] == "AWS::SNS::Topic" and "OnCall" in k)
+    key_id = topic["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]
+    key = template["Resources"][key_id]
+    assert key["Type"] == "AWS::KMS::Key" and key["Properties"]["EnableKeyRotation"] is True
+    grants = [st for st in key["Properties"]["KeyPolicy"]["Statement"] if st.get("Sid") == "AllowCloudWatchAlarms"]
+    assert grants[0]["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert "aws:SourceAccount" in grants[0]["Condition"]["StringEquals"]
 
 
 def test_example_synthesis_has_guardrail_reports_and_no_errors(synthesized_example: Path) -> None:
